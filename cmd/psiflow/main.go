@@ -1,0 +1,116 @@
+// Command psiflow is the launcher for psiflow data-loading pipelines.
+//
+// Each subcommand lives in its own file and registers itself in an init
+// function with [register]; main dispatches on the first argument.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one launcher subcommand.
+type command struct {
+	// name is the word typed after "psiflow" (several words are joined by a space, e.g. "pressure watch").
+	name string
+	// summary is the one-line description shown by "psiflow help".
+	summary string
+	// run executes the command with the arguments that follow its name.
+	// stdout is where results go; errors are returned, not printed.
+	run func(ctx context.Context, stdout io.Writer, args []string) error
+}
+
+var commands = map[string]command{}
+
+// register adds a subcommand; it panics on a duplicate name (a programming error caught at start-up).
+func register(c command) {
+	if _, dup := commands[c.name]; dup {
+		panic("psiflow: duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// errUsage marks an error caused by bad command-line usage (exit status 2).
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := dispatch(ctx, os.Stdout, os.Stderr, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// dispatch finds the command named by args (longest match of one or two words) and runs it.
+// It returns the process exit status.
+func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return 0
+	}
+	var c command
+	var ok bool
+	var rest []string
+	if len(args) >= 2 {
+		c, ok = commands[args[0]+" "+args[1]]
+		rest = args[2:]
+	}
+	if !ok {
+		c, ok = commands[args[0]]
+		rest = args[1:]
+	}
+	if !ok {
+		fmt.Fprintf(stderr, "psiflow: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	if err := c.run(ctx, stdout, rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "psiflow %s: %v\n", c.name, err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "psiflow: AI-training data loading that slows down before the OOM killer acts.")
+	fmt.Fprintln(w, "\nUsage: psiflow <command> [flags]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-16s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'psiflow <command> -h' for a command's flags.")
+}
+
+// newFlagSet returns a flag set for a subcommand that reports errors instead of exiting.
+func newFlagSet(name string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("psiflow "+name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	return fs
+}
+
+// parseFlags parses args and wraps a parse failure as a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
