@@ -1,0 +1,447 @@
+//go:build linux
+
+package uring
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnsupported is returned on systems without io_uring.
+var ErrUnsupported = errors.New("uring: io_uring is only available on Linux")
+
+// Opcodes used by psiflow (include/uapi/linux/io_uring.h).
+const (
+	OpNop       uint8 = 0
+	OpReadv     uint8 = 1
+	OpReadFixed uint8 = 4
+	OpRead      uint8 = 22
+)
+
+// Setup flags.
+const (
+	SetupClamp       uint32 = 1 << 4
+	SetupSubmitAll   uint32 = 1 << 7
+	SetupCoopTaskrun uint32 = 1 << 8
+)
+
+// Feature bits reported by io_uring_setup.
+const (
+	FeatSingleMmap uint32 = 1 << 0
+	FeatNoDrop     uint32 = 1 << 1
+)
+
+// SQE flags.
+const (
+	SQEFixedFile uint8 = 1 << 0
+)
+
+const (
+	offSQRing uint64 = 0
+	offCQRing uint64 = 0x8000000
+	offSQEs   uint64 = 0x10000000
+
+	enterGetEvents uint32 = 1 << 0
+
+	regBuffers     = 0
+	unregBuffers   = 1
+	regFiles       = 2
+	unregFiles     = 3
+	regFilesUpdate = 6
+	regProbe       = 8
+
+	opSupported = 1 << 0
+)
+
+type sqOffsets struct {
+	head, tail, ringMask, ringEntries, flags, dropped, array, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type cqOffsets struct {
+	head, tail, ringMask, ringEntries, overflow, cqes, flags, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type params struct {
+	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFD uint32
+	resv                                                                   [3]uint32
+	sqOff                                                                  sqOffsets
+	cqOff                                                                  cqOffsets
+}
+
+// SQE is one submission queue entry (struct io_uring_sqe, 64 bytes).
+type SQE struct {
+	Opcode      uint8
+	Flags       uint8
+	IOPrio      uint16
+	FD          int32
+	Off         uint64
+	Addr        uint64
+	Len         uint32
+	OpFlags     uint32
+	UserData    uint64
+	BufIndex    uint16
+	Personality uint16
+	SpliceFDIn  int32
+	Addr3       uint64
+	pad         uint64
+}
+
+// CQE is one completion queue entry (struct io_uring_cqe, 16 bytes).
+type CQE struct {
+	UserData uint64
+	Res      int32
+	Flags    uint32
+}
+
+var (
+	_ [64 - unsafe.Sizeof(SQE{})]byte
+	_ [unsafe.Sizeof(SQE{}) - 64]byte
+	_ [16 - unsafe.Sizeof(CQE{})]byte
+	_ [120 - unsafe.Sizeof(params{})]byte
+	_ [unsafe.Sizeof(params{}) - 120]byte
+)
+
+// Ring is one io_uring instance with its mapped queues. It is not safe for concurrent use.
+type Ring struct {
+	fd       int
+	features uint32
+	sqMem    []byte
+	cqMem    []byte
+	sqeMem   []byte
+
+	sqHead, sqTail, sqFlags *uint32
+	sqMask, sqEntries       uint32
+	sqes                    unsafe.Pointer
+	sqeTail                 uint32 // local tail: prepared, not yet published
+
+	cqHead, cqTail *uint32
+	cqMask         uint32
+	cqes           unsafe.Pointer
+	cqEntries      uint32
+}
+
+// New creates a ring with at least entries submission slots. flags are
+// io_uring_setup flags; flags the kernel rejects with EINVAL are retried
+// without the optional ones (SetupCoopTaskrun, SetupSubmitAll).
+func New(entries uint32, flags uint32) (*Ring, error) {
+	var p params
+	p.flags = flags
+	fd, err := setup(entries, &p)
+	if errors.Is(err, unix.EINVAL) && flags&(SetupCoopTaskrun|SetupSubmitAll) != 0 {
+		p = params{flags: flags &^ (SetupCoopTaskrun | SetupSubmitAll)}
+		fd, err = setup(entries, &p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("uring: io_uring_setup(%d): %w", entries, err)
+	}
+	r := &Ring{fd: fd, features: p.features}
+	if err := r.mapRings(&p); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return r, nil
+}
+
+func setup(entries uint32, p *params) (int, error) {
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(p)), 0)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(fd), nil
+}
+
+func (r *Ring) mapRings(p *params) error {
+	sqSize := int(p.sqOff.array + p.sqEntries*4)
+	cqSize := int(p.cqOff.cqes + p.cqEntries*uint32(unsafe.Sizeof(CQE{})))
+	single := p.features&FeatSingleMmap != 0
+	if single && cqSize > sqSize {
+		sqSize = cqSize
+	}
+	var err error
+	r.sqMem, err = unix.Mmap(r.fd, int64(offSQRing), sqSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("uring: mmap submission ring: %w", err)
+	}
+	if single {
+		r.cqMem = r.sqMem
+	} else {
+		r.cqMem, err = unix.Mmap(r.fd, int64(offCQRing), cqSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+		if err != nil {
+			r.unmap()
+			return fmt.Errorf("uring: mmap completion ring: %w", err)
+		}
+	}
+	sqeSize := int(p.sqEntries) * int(unsafe.Sizeof(SQE{}))
+	r.sqeMem, err = unix.Mmap(r.fd, int64(offSQEs), sqeSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		r.unmap()
+		return fmt.Errorf("uring: mmap submission entries: %w", err)
+	}
+	sq := unsafe.Pointer(&r.sqMem[0])
+	cq := unsafe.Pointer(&r.cqMem[0])
+	r.sqHead = (*uint32)(unsafe.Add(sq, p.sqOff.head))
+	r.sqTail = (*uint32)(unsafe.Add(sq, p.sqOff.tail))
+	r.sqFlags = (*uint32)(unsafe.Add(sq, p.sqOff.flags))
+	r.sqMask = *(*uint32)(unsafe.Add(sq, p.sqOff.ringMask))
+	r.sqEntries = *(*uint32)(unsafe.Add(sq, p.sqOff.ringEntries))
+	array := unsafe.Add(sq, p.sqOff.array)
+	for i := uint32(0); i < r.sqEntries; i++ { // identity mapping, set once
+		*(*uint32)(unsafe.Add(array, 4*i)) = i
+	}
+	r.sqes = unsafe.Pointer(&r.sqeMem[0])
+	r.sqeTail = atomic.LoadUint32(r.sqTail)
+	r.cqHead = (*uint32)(unsafe.Add(cq, p.cqOff.head))
+	r.cqTail = (*uint32)(unsafe.Add(cq, p.cqOff.tail))
+	r.cqMask = *(*uint32)(unsafe.Add(cq, p.cqOff.ringMask))
+	r.cqEntries = *(*uint32)(unsafe.Add(cq, p.cqOff.ringEntries))
+	r.cqes = unsafe.Add(cq, p.cqOff.cqes)
+	return nil
+}
+
+func (r *Ring) unmap() {
+	if r.sqeMem != nil {
+		unix.Munmap(r.sqeMem)
+		r.sqeMem = nil
+	}
+	if r.cqMem != nil && (len(r.sqMem) == 0 || &r.cqMem[0] != &r.sqMem[0]) {
+		unix.Munmap(r.cqMem)
+	}
+	r.cqMem = nil
+	if r.sqMem != nil {
+		unix.Munmap(r.sqMem)
+		r.sqMem = nil
+	}
+}
+
+// Close unmaps the queues and closes the ring. Reads still in flight are
+// cancelled by the kernel; their buffers must not be reused before Close returns.
+func (r *Ring) Close() error {
+	if r.fd < 0 {
+		return nil
+	}
+	r.unmap()
+	err := unix.Close(r.fd)
+	r.fd = -1
+	return err
+}
+
+// FD returns the ring's file descriptor.
+func (r *Ring) FD() int { return r.fd }
+
+// Features returns the IORING_FEAT_* bits the kernel reported.
+func (r *Ring) Features() uint32 { return r.features }
+
+// Entries returns the submission and completion queue sizes.
+func (r *Ring) Entries() (sq, cq uint32) { return r.sqEntries, r.cqEntries }
+
+// SQE returns the next free submission entry, zeroed, or nil when the
+// submission queue is full (submit first).
+func (r *Ring) SQE() *SQE {
+	head := atomic.LoadUint32(r.sqHead)
+	if r.sqeTail-head >= r.sqEntries {
+		return nil
+	}
+	e := (*SQE)(unsafe.Add(r.sqes, uintptr(r.sqeTail&r.sqMask)*unsafe.Sizeof(SQE{})))
+	*e = SQE{}
+	r.sqeTail++
+	return e
+}
+
+// Pending returns how many prepared entries have not yet been submitted.
+func (r *Ring) Pending() uint32 { return r.sqeTail - atomic.LoadUint32(r.sqHead) }
+
+// Submit publishes the prepared entries and enters the kernel once, waiting
+// for at least waitFor completions when waitFor > 0. It returns the number of
+// entries the kernel consumed. EINTR is retried.
+func (r *Ring) Submit(waitFor uint32) (int, error) {
+	atomic.StoreUint32(r.sqTail, r.sqeTail)
+	toSubmit := r.sqeTail - atomic.LoadUint32(r.sqHead)
+	var flags uint32
+	if waitFor > 0 {
+		flags |= enterGetEvents
+	}
+	if toSubmit == 0 && waitFor == 0 {
+		return 0, nil
+	}
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(waitFor), uintptr(flags), 0, 0)
+		switch errno {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			// A signal arrived: entries may have been consumed; recount and retry.
+			toSubmit = r.sqeTail - atomic.LoadUint32(r.sqHead)
+			continue
+		default:
+			return int(n), fmt.Errorf("uring: io_uring_enter(submit %d, wait %d): %w", toSubmit, waitFor, errno)
+		}
+	}
+}
+
+// PeekCQE returns the oldest unreaped completion without waiting, or false when there is none.
+// Call [Ring.CQESeen] after using it.
+func (r *Ring) PeekCQE() (CQE, bool) {
+	head := atomic.LoadUint32(r.cqHead)
+	if head == atomic.LoadUint32(r.cqTail) {
+		return CQE{}, false
+	}
+	return *(*CQE)(unsafe.Add(r.cqes, uintptr(head&r.cqMask)*unsafe.Sizeof(CQE{}))), true
+}
+
+// CQESeen marks the oldest completion as consumed, freeing its slot.
+func (r *Ring) CQESeen() {
+	atomic.StoreUint32(r.cqHead, atomic.LoadUint32(r.cqHead)+1)
+}
+
+// CQReady returns the number of completions waiting to be reaped.
+func (r *Ring) CQReady() uint32 { return atomic.LoadUint32(r.cqTail) - atomic.LoadUint32(r.cqHead) }
+
+// PrepRead fills e for IORING_OP_READ of len(buf) bytes at off. buf must stay alive until completion.
+func (e *SQE) PrepRead(fd int32, buf []byte, off uint64) {
+	e.Opcode = OpRead
+	e.FD = fd
+	e.Off = off
+	e.Addr = addrOf(buf)
+	e.Len = uint32(len(buf))
+}
+
+// PrepReadFixed fills e for IORING_OP_READ_FIXED into registered buffer bufIndex;
+// buf must lie inside that registered buffer.
+func (e *SQE) PrepReadFixed(fd int32, buf []byte, off uint64, bufIndex uint16) {
+	e.PrepRead(fd, buf, off)
+	e.Opcode = OpReadFixed
+	e.BufIndex = bufIndex
+}
+
+// PrepReadv fills e for IORING_OP_READV. The iovecs and the memory they point to must
+// stay alive until completion.
+func (e *SQE) PrepReadv(fd int32, iovs []unix.Iovec, off uint64) {
+	e.Opcode = OpReadv
+	e.FD = fd
+	e.Off = off
+	if len(iovs) > 0 {
+		e.Addr = uint64(uintptr(unsafe.Pointer(&iovs[0])))
+	}
+	e.Len = uint32(len(iovs))
+}
+
+// PrepNop fills e for IORING_OP_NOP.
+func (e *SQE) PrepNop() { e.Opcode = OpNop }
+
+func addrOf(b []byte) uint64 {
+	if cap(b) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+}
+
+func (r *Ring) register(op uintptr, arg unsafe.Pointer, n int) error {
+	for {
+		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), op, uintptr(arg), uintptr(n), 0, 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return errno
+		}
+		return nil
+	}
+}
+
+// RegisterBuffers registers bufs as fixed buffers 0..len(bufs)-1. The kernel pins and
+// charges the memory (RLIMIT_MEMLOCK without CAP_IPC_LOCK) until UnregisterBuffers or Close.
+func (r *Ring) RegisterBuffers(bufs [][]byte) error {
+	if len(bufs) == 0 {
+		return nil
+	}
+	iovs := make([]unix.Iovec, len(bufs))
+	for i, b := range bufs {
+		iovs[i].Base = unsafe.SliceData(b)
+		iovs[i].SetLen(len(b))
+	}
+	if err := r.register(regBuffers, unsafe.Pointer(&iovs[0]), len(iovs)); err != nil {
+		return fmt.Errorf("uring: register %d buffers: %w", len(bufs), err)
+	}
+	return nil
+}
+
+// UnregisterBuffers drops the fixed buffers.
+func (r *Ring) UnregisterBuffers() error {
+	if err := r.register(unregBuffers, nil, 0); err != nil {
+		return fmt.Errorf("uring: unregister buffers: %w", err)
+	}
+	return nil
+}
+
+// RegisterFiles registers a table of file descriptors; -1 entries are empty slots
+// that [Ring.UpdateFiles] fills later.
+func (r *Ring) RegisterFiles(fds []int32) error {
+	if len(fds) == 0 {
+		return nil
+	}
+	if err := r.register(regFiles, unsafe.Pointer(&fds[0]), len(fds)); err != nil {
+		return fmt.Errorf("uring: register %d files: %w", len(fds), err)
+	}
+	return nil
+}
+
+type filesUpdate struct {
+	offset uint32
+	resv   uint32
+	fds    uint64
+}
+
+// UpdateFiles replaces registered file slots starting at off with fds (-1 empties a slot).
+func (r *Ring) UpdateFiles(off uint32, fds []int32) error {
+	if len(fds) == 0 {
+		return nil
+	}
+	u := filesUpdate{offset: off, fds: uint64(uintptr(unsafe.Pointer(&fds[0])))}
+	if err := r.register(regFilesUpdate, unsafe.Pointer(&u), len(fds)); err != nil {
+		return fmt.Errorf("uring: update %d file slots at %d: %w", len(fds), off, err)
+	}
+	return nil
+}
+
+// UnregisterFiles drops the registered file table.
+func (r *Ring) UnregisterFiles() error {
+	if err := r.register(unregFiles, nil, 0); err != nil {
+		return fmt.Errorf("uring: unregister files: %w", err)
+	}
+	return nil
+}
+
+// Probe lists the opcodes the running kernel supports.
+type Probe struct {
+	LastOp    uint8
+	supported [256]bool
+}
+
+// Supports reports whether op is supported.
+func (p *Probe) Supports(op uint8) bool { return p.supported[op] }
+
+// Probe asks the kernel which opcodes this ring supports (IORING_REGISTER_PROBE, 5.6+).
+func (r *Ring) Probe() (*Probe, error) {
+	const nOps = 256
+	// struct io_uring_probe: 16-byte header, then 8 bytes per op.
+	buf := make([]byte, 16+8*nOps)
+	if err := r.register(regProbe, unsafe.Pointer(&buf[0]), nOps); err != nil {
+		return nil, fmt.Errorf("uring: probe: %w", err)
+	}
+	p := &Probe{LastOp: buf[0]}
+	opsLen := int(buf[1])
+	for i := 0; i < opsLen && i < nOps; i++ {
+		op := buf[16+8*i]
+		flags := uint16(buf[16+8*i+2]) | uint16(buf[16+8*i+3])<<8
+		if flags&opSupported != 0 {
+			p.supported[op] = true
+		}
+	}
+	return p, nil
+}
