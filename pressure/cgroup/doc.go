@@ -1,0 +1,40 @@
+// Package cgroup controls Linux cgroups through their interface files, with one API for
+// both layouts: pure cgroup v2 (what most hosts and container runtimes use) and v1 or
+// hybrid hosts (v1 controllers, plus cgroup2 at /sys/fs/cgroup/unified for per-cgroup
+// PSI).
+//
+// # What it owns
+//
+//   - Finding the layout ([DetectLayout], [OpenTree]) and the calling process's groups
+//     ([Self]), and the effective memory limit of the process ([SelfMemoryLimit]).
+//   - Creating and removing child groups ([New], [Group.Remove]) and starting a program
+//     inside one so that its memory is charged there from its first page ([Group.Start]).
+//   - Limits: memory max/high, cpu quota and weight, io weight and throttling, pids.
+//   - Statistics: memory usage and events, cpu.stat throttling, pids.events.
+//   - An adaptive cpu quota controller ([QuotaController]), a pids.events watcher
+//     ([WatchPids]) and a child subreaper for launchers ([Reaper]).
+//
+// Each operation picks the file that exists for the group: the v2 spelling
+// (memory.max, cpu.max, cpu.weight, io.weight, io.max, pids.max) where the controller is
+// enabled on the cgroup2 side, else the v1 one (memory.limit_in_bytes, cpu.cfs_quota_us,
+// cpu.shares, blkio.*, pids.max). Operations whose controller is missing fail with an
+// error wrapping [ErrNoController] that names the group and the files looked for.
+//
+// # What it does not own
+//
+// Reading and parsing PSI (*.pressure files), PSI triggers and v1 vmpressure belong to
+// package pressure, which asks this package only for paths ([Group.PressurePath],
+// [Group.V1Dir]). The package knows nothing of graphs or stages.
+//
+// # Why not containerd/cgroups
+//
+// containerd/cgroups/v3 keeps v1 and v2 as two different APIs, lacks pids.events and PSI
+// triggers, reads no memory PSI on hybrid hosts, and pulls in dbus, go-systemd and
+// cilium/ebpf for what are plain text-file writes. Its parsers were a useful reference.
+//
+// # Testing
+//
+// A [Tree] can be opened at any directory ([OpenTree]) so that the parsers and the
+// per-layout file choices are tested against fake trees of both layouts in a temporary
+// directory; the real-kernel tests create uniquely named groups and remove them.
+package cgroup

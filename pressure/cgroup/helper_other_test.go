@@ -1,0 +1,5 @@
+//go:build !linux
+
+package cgroup
+
+func childMain(string) int { return 2 }
