@@ -1,0 +1,153 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// Align is the alignment of buffers from [Pool] and of O_DIRECT reads: 4096
+// bytes covers every logical block size in common use.
+const Align = 4096
+
+// Buffer is memory a read lands in. Release returns it to its provider; call it once.
+type Buffer interface {
+	// Bytes returns the buffer's memory; its capacity may exceed the length asked for.
+	Bytes() []byte
+	// Release gives the memory back. The bytes must not be used afterwards.
+	Release()
+}
+
+// BufferProvider hands out aligned, reusable buffers. A Reader registers the
+// provider's Regions with each io_uring ring once, so reads into buffers that
+// lie inside them use READ_FIXED. The UMA package can satisfy this interface
+// with a thin adapter over its leases.
+type BufferProvider interface {
+	// Alloc returns a buffer of at least n bytes, waiting for a free one until ctx ends.
+	Alloc(ctx context.Context, n int) (Buffer, error)
+	// Regions returns the memory to register with io_uring (may be empty).
+	// Every buffer Alloc returns lies inside one region unless it is an overflow buffer.
+	Regions() [][]byte
+}
+
+// ErrClosed is returned by operations on a closed Pool or Reader.
+var ErrClosed = errors.New("source: closed")
+
+// Pool is the default [BufferProvider]: one mmap'd region cut into equal,
+// page-aligned slots, registered once with every ring. Requests larger than a
+// slot get a separate aligned mapping that is not registered (counted in
+// [PoolStats.Oversize]). Pool is safe for concurrent use.
+type Pool struct {
+	mem      []byte
+	slotSize int
+	slots    []poolBuffer
+	free     chan *poolBuffer
+	closed   atomic.Bool
+	inUse    atomic.Int64
+	oversize atomic.Int64
+}
+
+type poolBuffer struct {
+	p        *Pool
+	b        []byte
+	full     []byte // the whole slot
+	released atomic.Bool
+	own      bool // separately mapped (oversize)
+}
+
+func (b *poolBuffer) Bytes() []byte { return b.b }
+
+func (b *poolBuffer) Release() {
+	if !b.released.CompareAndSwap(false, true) {
+		return
+	}
+	b.p.inUse.Add(-1)
+	if b.own {
+		unmapAligned(b.b)
+		return
+	}
+	b.p.free <- b
+}
+
+// PoolStats are a pool's counters.
+type PoolStats struct {
+	// Slots and SlotSize describe the registered region.
+	Slots, SlotSize int
+	// InUse is the number of buffers handed out and not yet released.
+	InUse int64
+	// Oversize counts allocations larger than a slot (separately mapped, not registered).
+	Oversize int64
+}
+
+// NewPool maps slots buffers of slotSize bytes each (rounded up to [Align]).
+func NewPool(slots, slotSize int) (*Pool, error) {
+	if slots <= 0 || slotSize <= 0 {
+		return nil, fmt.Errorf("source: pool of %d slots × %d bytes: sizes must be positive", slots, slotSize)
+	}
+	slotSize = roundUp(slotSize, Align)
+	mem, err := mapAligned(slots * slotSize)
+	if err != nil {
+		return nil, fmt.Errorf("source: pool of %d slots × %d bytes: %w", slots, slotSize, err)
+	}
+	p := &Pool{mem: mem, slotSize: slotSize, slots: make([]poolBuffer, slots), free: make(chan *poolBuffer, slots)}
+	for i := range p.slots {
+		s := &p.slots[i]
+		s.p = p
+		s.full = mem[i*slotSize : (i+1)*slotSize : (i+1)*slotSize]
+		s.released.Store(true)
+		p.free <- s
+	}
+	return p, nil
+}
+
+// Alloc returns a buffer whose length is n and capacity is n rounded up to
+// [Align] (room for an aligned O_DIRECT tail read).
+func (p *Pool) Alloc(ctx context.Context, n int) (Buffer, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("source: alloc of %d bytes", n)
+	}
+	if roundUp(n, Align) > p.slotSize {
+		mem, err := mapAligned(roundUp(max(n, 1), Align))
+		if err != nil {
+			return nil, fmt.Errorf("source: oversize buffer of %d bytes: %w", n, err)
+		}
+		p.oversize.Add(1)
+		p.inUse.Add(1)
+		return &poolBuffer{p: p, b: mem[:n:len(mem)], own: true}, nil
+	}
+	select {
+	case s := <-p.free:
+		s.released.Store(false)
+		s.b = s.full[:n:roundUp(max(n, 1), Align)]
+		p.inUse.Add(1)
+		return s, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("source: waiting for a %d-byte buffer: %w", n, context.Cause(ctx))
+	}
+}
+
+// Regions returns the single registered region.
+func (p *Pool) Regions() [][]byte { return [][]byte{p.mem} }
+
+// Stats returns the pool's counters.
+func (p *Pool) Stats() PoolStats {
+	return PoolStats{Slots: len(p.slots), SlotSize: p.slotSize, InUse: p.inUse.Load(), Oversize: p.oversize.Load()}
+}
+
+// Close unmaps the pool. It fails if buffers are still in use (their memory would vanish under them).
+func (p *Pool) Close() error {
+	if n := p.inUse.Load(); n != 0 {
+		return fmt.Errorf("source: closing pool with %d buffers in use", n)
+	}
+	if !p.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	unmapAligned(p.mem)
+	return nil
+}
+
+func roundUp(n, a int) int { return (n + a - 1) / a * a }

@@ -1,0 +1,336 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+)
+
+// Gate admits reads in two phases: a source acquires a permit, then takes a
+// buffer, then submits; the Reader releases the permit when the read completes.
+// pressure's gate and flow.Gate satisfy it.
+type Gate interface {
+	Acquire(ctx context.Context) error
+	Release()
+}
+
+// Budget is a byte budget for bytes in flight. flow.Budget satisfies it.
+type Budget interface {
+	Acquire(ctx context.Context, n int64) error
+	Release(n int64)
+}
+
+// Backend names a reader implementation.
+type Backend string
+
+// The reader backends.
+const (
+	BackendURing Backend = "io_uring"
+	BackendPread Backend = "pread"
+)
+
+// EnvIO is the environment variable that forces a backend: PSIFLOW_IO=pread
+// disables io_uring; PSIFLOW_IO=io_uring makes its absence an error.
+const EnvIO = "PSIFLOW_IO"
+
+// ReaderOptions configure a Reader. The zero value is usable: automatic
+// backend, queue depth 32, no registered buffers, buffered I/O, no fadvise.
+type ReaderOptions struct {
+	// Backend forces a backend; "" picks io_uring when available, else pread.
+	// The environment variable PSIFLOW_IO overrides an empty Backend.
+	Backend Backend
+	// QueueDepth is the most reads in flight on this reader (default 32).
+	QueueDepth int
+	// Batch is how many prepared reads trigger a submission before Reap is
+	// called (default QueueDepth: one io_uring_enter per full queue).
+	Batch int
+	// Buffers, when set, has its Regions registered with the ring once, so
+	// reads into them use READ_FIXED.
+	Buffers BufferProvider
+	// RegisterFiles registers each opened file with the ring (a fixed-file slot)
+	// and reads through the slot.
+	RegisterFiles bool
+	// Direct opens files with O_DIRECT (Linux). Reads whose offset, address or
+	// capacity are not aligned to [Align] go through a buffered descriptor of
+	// the same file instead. File systems that refuse O_DIRECT (tmpfs) read buffered.
+	Direct bool
+	// DropCache advises the kernel to drop the page cache of [0, end read)
+	// when a File is closed, and every DropEvery bytes of progress while reading.
+	DropCache bool
+	// DropEvery is the progress between fadvise calls on large files (default 64 MiB).
+	DropEvery int64
+	// Logger receives the one-time fallback notice (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o *ReaderOptions) defaults() {
+	if o.QueueDepth <= 0 {
+		o.QueueDepth = 32
+	}
+	if o.Batch <= 0 || o.Batch > o.QueueDepth {
+		o.Batch = o.QueueDepth
+	}
+	if o.DropEvery <= 0 {
+		o.DropEvery = 64 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Request is one read: len(Buf) bytes of File at Off. Under O_DIRECT, Buf's
+// capacity should reach len(Buf) rounded up to [Align] (buffers from [Pool] do).
+type Request struct {
+	File *File
+	Off  int64
+	Buf  []byte
+	// Permit, when set, is released when the read completes (the gate's second phase).
+	Permit Gate
+	// Tag is the caller's; it comes back in the Completion.
+	Tag any
+}
+
+// Completion is a finished read. N < len(Buf) with a nil Err means end of file.
+type Completion struct {
+	Request
+	N   int
+	Err error
+}
+
+// ReadError is a failed read: it names the file and the offset.
+type ReadError struct {
+	Path string
+	Off  int64
+	Op   string
+	Err  error
+}
+
+func (e *ReadError) Error() string {
+	return fmt.Sprintf("%s %s at offset %d: %v", e.Op, e.Path, e.Off, e.Err)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// Reader reads files into caller-provided buffers: Submit queues reads, Reap
+// collects completions (in any order). A Reader is used by one goroutine at a
+// time; use one Reader per worker (each io_uring reader owns a ring, and a
+// ring completes cached reads on the core that submits them).
+type Reader interface {
+	// Open opens path for reading through this reader.
+	Open(path string) (*File, error)
+	// Submit queues one read. When QueueDepth reads are in flight it first
+	// reaps at least one completion into an internal backlog (returned by the next Reap).
+	Submit(req Request) error
+	// Reap moves up to len(out) completions into out, waiting until at least
+	// min(wait, in flight) are available. Reads always finish, so the wait is
+	// bounded by the device; ctx is checked before waiting.
+	Reap(ctx context.Context, out []Completion, wait int) (int, error)
+	// InFlight returns the number of submitted reads not yet reaped.
+	InFlight() int
+	// Backend names the implementation.
+	Backend() Backend
+	// Close releases the reader; reads in flight are waited for first.
+	Close() error
+}
+
+// File is a file opened through a Reader. Close it through File.Close.
+type File struct {
+	// Path is the name the file was opened with.
+	Path string
+	// Size is the file's size at open.
+	Size int64
+
+	f        *os.File // primary descriptor (O_DIRECT when direct)
+	buffered *os.File // lazily opened buffered descriptor for unaligned reads under O_DIRECT
+	direct   bool
+	slot     int // registered-file slot, -1 when none
+	end      int64
+	dropped  int64
+	opts     *ReaderOptions
+	onClose  func(*File)
+}
+
+// Direct reports whether the file is read with O_DIRECT.
+func (f *File) Direct() bool { return f.direct }
+
+// Close drops the consumed range from the page cache when DropCache is set,
+// then closes the descriptors.
+func (f *File) Close() error {
+	if f.f == nil {
+		return nil
+	}
+	if f.onClose != nil {
+		f.onClose(f)
+	}
+	if f.opts.DropCache && !f.direct && f.end > 0 {
+		fadviseDontNeed(f.f, 0, f.end)
+	}
+	err := f.f.Close()
+	if f.buffered != nil {
+		if e := f.buffered.Close(); err == nil {
+			err = e
+		}
+	}
+	f.f, f.buffered = nil, nil
+	if err != nil {
+		return fmt.Errorf("close %s: %w", f.Path, err)
+	}
+	return nil
+}
+
+// advance records progress and drops the cache every DropEvery bytes.
+func (f *File) advance(end int64) {
+	if end > f.end {
+		f.end = end
+	}
+	if f.opts.DropCache && !f.direct && f.end-f.dropped >= f.opts.DropEvery {
+		fadviseDontNeed(f.f, 0, f.end)
+		f.dropped = f.end
+	}
+}
+
+// descriptorFor picks the descriptor for a request and the length to read:
+// aligned O_DIRECT reads round the length up to Align within the buffer's capacity.
+func (f *File) descriptorFor(off int64, buf []byte) (*os.File, []byte, error) {
+	if !f.direct {
+		return f.f, buf, nil
+	}
+	n := roundUp(len(buf), Align)
+	if off%Align == 0 && n <= cap(buf) && (len(buf) == 0 || addrAligned(buf)) {
+		return f.f, buf[:n], nil
+	}
+	if f.buffered == nil {
+		b, err := os.Open(f.Path)
+		if err != nil {
+			return nil, nil, &ReadError{Op: "open", Path: f.Path, Off: off, Err: err}
+		}
+		f.buffered = b
+	}
+	return f.buffered, buf, nil
+}
+
+func openFile(path string, opts *ReaderOptions) (*File, error) {
+	var fh *os.File
+	var err error
+	direct := false
+	if opts.Direct {
+		fh, err = openDirect(path)
+		direct = err == nil
+	}
+	if fh == nil {
+		fh, err = os.Open(path)
+	}
+	if err != nil {
+		return nil, &ReadError{Op: "open", Path: path, Err: unwrapPathError(err)}
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, &ReadError{Op: "stat", Path: path, Err: unwrapPathError(err)}
+	}
+	if st.IsDir() {
+		fh.Close()
+		return nil, &ReadError{Op: "open", Path: path, Err: errors.New("is a directory")}
+	}
+	return &File{Path: path, Size: st.Size(), f: fh, direct: direct, slot: -1, opts: opts}, nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Status is the outcome of the io_uring probe: which backend an automatic
+// Reader uses here, and why io_uring is not used when it is not.
+type Status struct {
+	Backend Backend
+	// Reason says why io_uring is not used; empty when it is.
+	Reason string
+	// Forced is true when PSIFLOW_IO chose the backend.
+	Forced bool
+}
+
+// uringReason probes io_uring once per process; "" means usable.
+var uringReason = sync.OnceValue(uringUnavailable)
+
+var (
+	statusOnce sync.Once
+	status     Status
+	fallbackLog sync.Once
+)
+
+// IOStatus probes io_uring once per process (creating and probing a small
+// ring) and reports the backend automatic Readers use. `psiflow doctor` shows it.
+func IOStatus() Status {
+	statusOnce.Do(func() { status = probeStatus() })
+	return status
+}
+
+func probeStatus() Status {
+	switch env := Backend(os.Getenv(EnvIO)); env {
+	case BackendPread:
+		return Status{Backend: BackendPread, Reason: EnvIO + "=pread", Forced: true}
+	case BackendURing:
+		if reason := uringReason(); reason != "" {
+			return Status{Backend: BackendURing, Reason: reason, Forced: true}
+		}
+		return Status{Backend: BackendURing, Forced: true}
+	}
+	if reason := uringReason(); reason != "" {
+		return Status{Backend: BackendPread, Reason: reason}
+	}
+	return Status{Backend: BackendURing}
+}
+
+// NewReader returns a Reader with the backend the options and environment ask
+// for. With no preference it uses io_uring when the probe succeeds and pread
+// otherwise, logging the reason once per process.
+func NewReader(opts ReaderOptions) (Reader, error) {
+	opts.defaults()
+	want := opts.Backend
+	st := IOStatus()
+	if want == "" {
+		want = st.Backend
+		if st.Reason != "" && want == BackendPread && !st.Forced {
+			fallbackLog.Do(func() {
+				opts.Logger.Warn("psiflow: io_uring unavailable, reading with pread", "reason", st.Reason)
+			})
+		}
+	}
+	switch want {
+	case BackendPread:
+		return newPreadReader(opts), nil
+	case BackendURing:
+		if reason := uringReason(); reason != "" {
+			return nil, fmt.Errorf("source: io_uring reader requested but unavailable: %s", reason)
+		}
+		return newURingReader(opts)
+	default:
+		return nil, fmt.Errorf("source: unknown reader backend %q (want %q or %q)", want, BackendURing, BackendPread)
+	}
+}
+
+// Admit runs the first two phases of admission: a permit from g (if any),
+// then a buffer of n bytes from p. If the buffer cannot be had, the permit is
+// given back. Pass the permit in [Request.Permit] so it is released on completion.
+func Admit(ctx context.Context, g Gate, p BufferProvider, n int) (Buffer, error) {
+	if g != nil {
+		if err := g.Acquire(ctx); err != nil {
+			return nil, fmt.Errorf("source: waiting for a read permit: %w", err)
+		}
+	}
+	b, err := p.Alloc(ctx, n)
+	if err != nil {
+		if g != nil {
+			g.Release()
+		}
+		return nil, err
+	}
+	return b, nil
+}

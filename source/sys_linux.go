@@ -1,0 +1,64 @@
+//go:build linux
+
+package source
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"unsafe"
+
+	"github.com/psiflow/psiflow/internal/uring"
+	"golang.org/x/sys/unix"
+)
+
+func openDirect(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0)
+}
+
+// fadviseDontNeed drops [off, off+n) of f from the page cache. Advising the
+// whole consumed prefix (not only the last range) is what drops large folios.
+func fadviseDontNeed(f *os.File, off, n int64) {
+	_ = unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED)
+}
+
+func addrAligned(b []byte) bool {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%Align == 0
+}
+
+// uringUnavailable creates and probes a small ring; it returns why io_uring
+// cannot serve reads here, or "" when it can.
+func uringUnavailable() string {
+	r, err := uring.New(4, 0)
+	if err != nil {
+		return describeSetupError(err)
+	}
+	defer r.Close()
+	p, err := r.Probe()
+	if err != nil {
+		return fmt.Sprintf("io_uring probe failed (kernel older than 5.6?): %v", err)
+	}
+	if !p.Supports(uring.OpRead) {
+		return "kernel lacks IORING_OP_READ (Linux ≥ 5.6 needed)"
+	}
+	return ""
+}
+
+func describeSetupError(err error) string {
+	switch {
+	case errors.Is(err, unix.ENOSYS):
+		return "io_uring_setup: ENOSYS (kernel without io_uring, or a seccomp filter answering ENOSYS)"
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		b, _ := os.ReadFile("/proc/sys/kernel/io_uring_disabled")
+		switch strings.TrimSpace(string(b)) {
+		case "2":
+			return "io_uring disabled by sysctl kernel.io_uring_disabled=2"
+		case "1":
+			return "sysctl kernel.io_uring_disabled=1 and this process is not in kernel.io_uring_group"
+		}
+		return fmt.Sprintf("io_uring_setup: %v (blocked by seccomp or an LSM, as Docker's default profile does)", errors.Unwrap(err))
+	default:
+		return err.Error()
+	}
+}

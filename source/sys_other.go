@@ -1,0 +1,22 @@
+//go:build !linux
+
+package source
+
+import (
+	"errors"
+	"os"
+)
+
+func openDirect(string) (*os.File, error) {
+	return nil, errors.New("O_DIRECT is Linux-only")
+}
+
+func fadviseDontNeed(*os.File, int64, int64) {}
+
+func addrAligned([]byte) bool { return false }
+
+func uringUnavailable() string { return "io_uring is Linux-only" }
+
+func newURingReader(ReaderOptions) (Reader, error) {
+	return nil, errors.New("source: io_uring is Linux-only")
+}

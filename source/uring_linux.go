@@ -1,0 +1,317 @@
+//go:build linux
+
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"unsafe"
+
+	"github.com/psiflow/psiflow/internal/uring"
+	"golang.org/x/sys/unix"
+)
+
+// maxRetries bounds resubmissions of a read that keeps failing with EINTR/EAGAIN.
+const maxRetries = 100
+
+// fileTableSize is the number of registered-file slots per ring.
+const fileTableSize = 256
+
+var fixedWarn sync.Once
+
+type pendingRead struct {
+	req     Request
+	buf     []byte // what is read: req.Buf, or its aligned extension under O_DIRECT
+	fd      int32
+	fixed   bool // fd is a registered-file slot
+	direct  bool
+	bufIdx  int // registered buffer index, -1 when none
+	done    int
+	retries int
+	used    bool
+}
+
+// uringReader is a Reader over one io_uring ring.
+type uringReader struct {
+	opts      ReaderOptions
+	ring      *uring.Ring
+	regions   []memRange
+	pending   []pendingRead
+	free      []uint32
+	inflight  int
+	backlog   []Completion
+	fileTable []int32 // nil until the first registered open
+	freeSlots []int
+	closed    bool
+	failed    error
+}
+
+type memRange struct{ start, end uintptr }
+
+func newURingReader(opts ReaderOptions) (Reader, error) {
+	depth := 1 << bits.Len(uint(opts.QueueDepth-1)) // ring sizes are powers of two
+	ring, err := uring.New(uint32(depth), uring.SetupClamp|uring.SetupCoopTaskrun)
+	if err != nil {
+		return nil, fmt.Errorf("source: io_uring reader: %w", err)
+	}
+	r := &uringReader{opts: opts, ring: ring, pending: make([]pendingRead, opts.QueueDepth)}
+	for i := opts.QueueDepth - 1; i >= 0; i-- {
+		r.free = append(r.free, uint32(i))
+	}
+	if opts.Buffers != nil {
+		regions := opts.Buffers.Regions()
+		if len(regions) > 0 {
+			if err := ring.RegisterBuffers(regions); err != nil {
+				fixedWarn.Do(func() {
+					opts.Logger.Warn("psiflow: io_uring buffer registration failed, reading without fixed buffers", "err", err)
+				})
+			} else {
+				for _, b := range regions {
+					s := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+					r.regions = append(r.regions, memRange{s, s + uintptr(len(b))})
+				}
+			}
+		}
+	}
+	return r, nil
+}
+
+func (r *uringReader) Backend() Backend { return BackendURing }
+
+// FixedBuffers reports whether the provider's regions are registered with the ring.
+func (r *uringReader) FixedBuffers() bool { return len(r.regions) > 0 }
+
+func (r *uringReader) InFlight() int { return r.inflight }
+
+func (r *uringReader) Open(path string) (*File, error) {
+	if r.closed {
+		return nil, ErrClosed
+	}
+	f, err := openFile(path, &r.opts)
+	if err != nil || !r.opts.RegisterFiles {
+		return f, err
+	}
+	if r.fileTable == nil {
+		r.fileTable = make([]int32, fileTableSize)
+		for i := range r.fileTable {
+			r.fileTable[i] = -1
+			r.freeSlots = append(r.freeSlots, fileTableSize-1-i)
+		}
+		if err := r.ring.RegisterFiles(r.fileTable); err != nil {
+			r.freeSlots = nil // registration refused: read through plain descriptors
+		}
+	}
+	if n := len(r.freeSlots); n > 0 {
+		slot := r.freeSlots[n-1]
+		if err := r.ring.UpdateFiles(uint32(slot), []int32{int32(f.f.Fd())}); err == nil {
+			r.freeSlots = r.freeSlots[:n-1]
+			f.slot = slot
+			f.onClose = r.releaseSlot
+		}
+	}
+	return f, nil
+}
+
+func (r *uringReader) releaseSlot(f *File) {
+	if f.slot < 0 || r.ring == nil {
+		return
+	}
+	_ = r.ring.UpdateFiles(uint32(f.slot), []int32{-1})
+	r.freeSlots = append(r.freeSlots, f.slot)
+	f.slot = -1
+}
+
+func (r *uringReader) bufIndex(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	s := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	e := s + uintptr(len(b))
+	for i, m := range r.regions {
+		if s >= m.start && e <= m.end {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *uringReader) Submit(req Request) error {
+	if r.closed {
+		return ErrClosed
+	}
+	if r.failed != nil {
+		return r.failed
+	}
+	if req.File == nil || req.File.f == nil {
+		return errors.New("source: submit on a nil or closed file")
+	}
+	fh, buf, err := req.File.descriptorFor(req.Off, req.Buf)
+	if err != nil {
+		return err
+	}
+	for len(r.free) == 0 {
+		if err := r.wait(1); err != nil {
+			return err
+		}
+	}
+	id := r.free[len(r.free)-1]
+	r.free = r.free[:len(r.free)-1]
+	p := &r.pending[id]
+	*p = pendingRead{req: req, buf: buf, fd: int32(fh.Fd()), direct: fh == req.File.f && req.File.direct, bufIdx: r.bufIndex(buf), used: true}
+	if fh == req.File.f && req.File.slot >= 0 {
+		p.fd, p.fixed = int32(req.File.slot), true
+	}
+	r.inflight++
+	r.prep(id)
+	if int(r.ring.Pending()) >= r.opts.Batch {
+		if _, err := r.ring.Submit(0); err != nil {
+			return r.fail(err)
+		}
+	}
+	return nil
+}
+
+func (r *uringReader) prep(id uint32) {
+	p := &r.pending[id]
+	e := r.ring.SQE()
+	for e == nil { // cannot happen while in-flight ≤ ring size; flush defensively
+		if _, err := r.ring.Submit(0); err != nil {
+			r.fail(err)
+			return
+		}
+		e = r.ring.SQE()
+	}
+	rest := p.buf[p.done:]
+	off := uint64(p.req.Off) + uint64(p.done)
+	if p.bufIdx >= 0 {
+		e.PrepReadFixed(p.fd, rest, off, uint16(p.bufIdx))
+	} else {
+		e.PrepRead(p.fd, rest, off)
+	}
+	if p.fixed {
+		e.Flags |= uring.SQEFixedFile
+	}
+	e.UserData = uint64(id)
+}
+
+func (r *uringReader) fail(err error) error {
+	if r.failed == nil {
+		r.failed = fmt.Errorf("source: io_uring reader: %w", err)
+	}
+	return r.failed
+}
+
+// wait submits what is prepared and blocks until at least n completions are
+// moved to the backlog (or nothing is in flight).
+func (r *uringReader) wait(n int) error {
+	for {
+		r.drain()
+		if len(r.backlog) >= n || r.inflight == 0 {
+			return nil
+		}
+		if _, err := r.ring.Submit(1); err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EBUSY) {
+				continue // completions must be reaped first: drain does that
+			}
+			return r.fail(err)
+		}
+	}
+}
+
+// drain processes every ready completion: finished reads go to the backlog,
+// short reads and EINTR/EAGAIN are resubmitted.
+func (r *uringReader) drain() {
+	for {
+		c, ok := r.ring.PeekCQE()
+		if !ok {
+			return
+		}
+		r.ring.CQESeen()
+		id := uint32(c.UserData)
+		if int(id) >= len(r.pending) || !r.pending[id].used {
+			continue
+		}
+		p := &r.pending[id]
+		switch {
+		case c.Res < 0:
+			errno := unix.Errno(-c.Res)
+			if (errno == unix.EINTR || errno == unix.EAGAIN) && p.retries < maxRetries {
+				p.retries++
+				r.prep(id)
+				continue
+			}
+			r.complete(id, &ReadError{Op: "read", Path: p.req.File.Path, Off: p.req.Off + int64(p.done), Err: errno})
+		case c.Res == 0:
+			r.complete(id, nil) // end of file
+		default:
+			p.done += int(c.Res)
+			if p.done < len(p.buf) && !(p.direct && p.done%Align != 0) && p.done < len(p.req.Buf) {
+				r.prep(id) // short read: read the rest
+				continue
+			}
+			r.complete(id, nil)
+		}
+	}
+}
+
+func (r *uringReader) complete(id uint32, err error) {
+	p := &r.pending[id]
+	c := Completion{Request: p.req, N: min(p.done, len(p.req.Buf)), Err: err}
+	if err == nil {
+		p.req.File.advance(p.req.Off + int64(c.N))
+	}
+	if p.req.Permit != nil {
+		p.req.Permit.Release()
+	}
+	*p = pendingRead{}
+	r.free = append(r.free, id)
+	r.inflight--
+	r.backlog = append(r.backlog, c)
+}
+
+func (r *uringReader) Reap(ctx context.Context, out []Completion, wait int) (int, error) {
+	if r.failed != nil {
+		return 0, r.failed
+	}
+	want := min(wait, len(out))
+	if len(r.backlog) < want && r.inflight > 0 {
+		if err := ctx.Err(); err != nil {
+			return 0, context.Cause(ctx)
+		}
+		if err := r.wait(want); err != nil {
+			return 0, err
+		}
+	} else {
+		if _, err := r.ring.Submit(0); err != nil {
+			return 0, r.fail(err)
+		}
+		r.drain()
+	}
+	n := copy(out, r.backlog)
+	rest := copy(r.backlog, r.backlog[n:])
+	clear(r.backlog[rest:])
+	r.backlog = r.backlog[:rest]
+	return n, nil
+}
+
+func (r *uringReader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	for r.inflight > 0 && r.failed == nil {
+		r.wait(r.inflight)
+		clear(r.backlog)
+		r.backlog = r.backlog[:0]
+	}
+	err := r.ring.Close()
+	r.ring = nil
+	if err != nil {
+		return fmt.Errorf("source: closing io_uring reader: %w", err)
+	}
+	return nil
+}
+
