@@ -1,0 +1,55 @@
+// Package flow wires typed stages into graphs and runs them with three kinds
+// of backpressure.
+//
+// # Building a graph
+//
+// A [Graph] starts with sources ([Source], [FromSlice], [FromChan],
+// [FromOutlet]), continues with stages ([Via] with any [stage.Stage]), may fan
+// out ([Broadcast], [RoundRobin]) and merge ([Merge]), and ends in sinks
+// ([Sink], [Collect], [ToInlet]). Each function returns a typed [Stream], so a
+// stage whose input type does not match its upstream's output does not
+// compile. Every stream must be consumed exactly once; [Graph.Run] reports
+// wiring mistakes by stage name before it starts anything.
+//
+// # Backpressure
+//
+//  1. Count: every edge is a bounded queue ([WithQueueSize], [QueueSize]).
+//  2. Bytes: a graph-wide [Budget] ([WithBudget]). A source reserves bytes
+//     before it produces an element ([Emitter.Reserve]); the bytes travel with
+//     the element as a [stage.Claim] through every stage and come back when the
+//     element is consumed by a sink, dropped by a filter, or discarded.
+//  3. Pressure: a [Gate] ([WithGate]) admits work at sources; package
+//     pressure drives one from the kernel's PSI signal. Admission is two-phase:
+//     permit, then budget and buffers, then submit, so nobody waits on the gate
+//     while holding buffers.
+//
+// # Running
+//
+// [Graph.Run] runs every node on its own goroutine (parallel stages run more).
+// The first error cancels the graph and is returned as a [*StageError] naming
+// the stage; a panic in user code arrives as a [*stage.PanicError] with its
+// stack. Cancelling the context stops every stage promptly. When Run returns,
+// every goroutine it started has ended and everything left in queues has been
+// discarded, so the budget is back to zero.
+//
+// # Metrics
+//
+// [Graph.Collector] exports per-stage counters (items, bytes, errors, busy
+// time, time waiting on input and on output), per-edge queue depth and budget
+// use to Prometheus under names that start with psiflow_; [WithRegistry]
+// registers them for the run. [Graph.Stats] gives the same counters for
+// progress displays.
+//
+// # go-streams
+//
+// [FromOutlet], [ToInlet] and [ViaFlow] connect graphs to
+// github.com/reugn/go-streams components, checking element types at the
+// boundary (a [*TypeError], never a panic) and draining go-streams outlets on
+// early exit so their goroutines end.
+//
+// # What this package does not own
+//
+// The stage contract and combinators are in package stage; reading files,
+// decoding, memory ownership (uma) and PSI (pressure) live in their own
+// packages and plug in through [Source], [Gate] and [stage.Releaser].
+package flow

@@ -1,0 +1,544 @@
+package flow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/stage"
+)
+
+func ints(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+func jitter(i int) {
+	if i%7 == 0 {
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+	}
+}
+
+func TestMapStagesKeepOrFreeOrder(t *testing.T) {
+	double := func(_ context.Context, v int) (int, error) { jitter(v); return 2 * v, nil }
+	tests := []struct {
+		name    string
+		st      stage.Stage[int, int]
+		ordered bool
+	}{
+		{"map", stage.Map("m", double), true},
+		{"ordered-1", stage.OrderedParMap("m", 1, double), true},
+		{"ordered-4", stage.OrderedParMap("m", 4, double), true},
+		{"ordered-16", stage.OrderedParMap("m", 16, double), true},
+		{"unordered-1", stage.ParMap("m", 1, double), false},
+		{"unordered-4", stage.ParMap("m", 4, double), false},
+		{"unordered-16", stage.ParMap("m", 16, double), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := flow.New("t")
+			var got []int
+			flow.Collect(flow.Via(flow.FromSlice(g, "src", ints(500)), tc.st), "sink", &got)
+			if err := g.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]int, 500)
+			for i := range want {
+				want[i] = 2 * i
+			}
+			if !tc.ordered {
+				slices.Sort(got)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %v..., want %v...", got[:min(10, len(got))], want[:10])
+			}
+		})
+	}
+}
+
+func TestOrderedParMapReordersOutOfOrderCompletion(t *testing.T) {
+	// Element 0 finishes last; the ordered variant must still emit it first,
+	// the unordered one must not wait for it.
+	release := make(chan struct{})
+	slowFirst := func(_ context.Context, v int) (int, error) {
+		if v == 0 {
+			<-release
+		}
+		return v, nil
+	}
+	g := flow.New("t")
+	var got []int
+	var once sync.Once
+	out := flow.Via(flow.FromSlice(g, "src", ints(4)), stage.OrderedParMap("m", 4, slowFirst))
+	flow.Sink(out, "sink", func(_ context.Context, v int) error { got = append(got, v); return nil })
+	go func() {
+		// Let the others finish first; closing is safe whenever it happens.
+		time.Sleep(5 * time.Millisecond)
+		once.Do(func() { close(release) })
+	}()
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []int{0, 1, 2, 3}) {
+		t.Fatalf("ordered output %v", got)
+	}
+
+	release2 := make(chan struct{})
+	g2 := flow.New("t2")
+	var got2 []int
+	out2 := flow.Via(flow.FromSlice(g2, "src", ints(4)), stage.ParMap("m", 4, func(_ context.Context, v int) (int, error) {
+		if v == 0 {
+			<-release2
+		}
+		return v, nil
+	}))
+	flow.Sink(out2, "sink", func(_ context.Context, v int) error {
+		got2 = append(got2, v)
+		if len(got2) == 3 {
+			close(release2) // 1, 2, 3 arrived while 0 was still blocked
+		}
+		return nil
+	})
+	if err := g2.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got2[3] != 0 {
+		t.Fatalf("unordered output %v: element 0 should come last", got2)
+	}
+}
+
+var errBoom = errors.New("boom")
+
+func TestErrorFromAnyStageCancelsGraph(t *testing.T) {
+	fail := func(at string) func(string, int) error {
+		return func(where string, v int) error {
+			if where == at && v == 50 {
+				return errBoom
+			}
+			return nil
+		}
+	}
+	for _, at := range []string{"src", "map", "filter", "flatmap", "parmap", "ordered", "batch-after", "sink"} {
+		t.Run(at, func(t *testing.T) {
+			check := fail(at)
+			g := flow.New("t", flow.WithBudget(1<<20))
+			src := flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[int]) error {
+				for i := 0; ; i++ { // infinite: only the error can end it
+					if err := check("src", i); err != nil {
+						return err
+					}
+					if err := out.Reserve(ctx, 100); err != nil {
+						return err
+					}
+					if err := out.Emit(ctx, i); err != nil {
+						return err
+					}
+				}
+			})
+			s := flow.Via(src, stage.Map("map", func(_ context.Context, v int) (int, error) { return v, check("map", v) }))
+			s = flow.Via(s, stage.Filter("filter", func(_ context.Context, v int) (bool, error) { return true, check("filter", v) }))
+			s = flow.Via(s, stage.FlatMap("flatmap", func(_ context.Context, v int, emit func(int) error) error {
+				if err := check("flatmap", v); err != nil {
+					return err
+				}
+				return emit(v)
+			}))
+			s = flow.Via(s, stage.ParMap("parmap", 3, func(_ context.Context, v int) (int, error) { return v, check("parmap", v) }))
+			s = flow.Via(s, stage.OrderedParMap("ordered", 3, func(_ context.Context, v int) (int, error) { return v, check("ordered", v) }))
+			b := flow.Via(s, stage.Batch[int]("batch", 4, 0))
+			s = flow.Via(b, stage.FlatMap("batch-after", func(_ context.Context, vs []int, emit func(int) error) error {
+				for _, v := range vs {
+					if err := check("batch-after", v); err != nil {
+						return err
+					}
+					if err := emit(v); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+			flow.Sink(s, "sink", func(_ context.Context, v int) error { return check("sink", v) })
+
+			done := make(chan error, 1)
+			go func() { done <- g.Run(context.Background()) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return after a stage failed")
+			}
+			var se *flow.StageError
+			if !errors.As(err, &se) || se.Stage != at || !errors.Is(err, errBoom) {
+				t.Fatalf("Run returned %v; want a StageError from %q wrapping boom", err, at)
+			}
+			if n := g.Budget().InUse(); n != 0 {
+				t.Fatalf("budget in use after Run: %d bytes", n)
+			}
+		})
+	}
+}
+
+func TestPanicBecomesErrorWithStack(t *testing.T) {
+	for _, name := range []string{"map", "parmap", "ordered"} {
+		t.Run(name, func(t *testing.T) {
+			f := func(_ context.Context, v int) (int, error) {
+				if v == 3 {
+					var m map[string]int
+					m["x"] = v // nil map write panics
+				}
+				return v, nil
+			}
+			var st stage.Stage[int, int]
+			switch name {
+			case "map":
+				st = stage.Map(name, f)
+			case "parmap":
+				st = stage.ParMap(name, 2, f)
+			default:
+				st = stage.OrderedParMap(name, 2, f)
+			}
+			g := flow.New("t")
+			var got []int
+			flow.Collect(flow.Via(flow.FromSlice(g, "src", ints(10)), st), "sink", &got)
+			err := g.Run(context.Background())
+			var pe *stage.PanicError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Run returned %v; want a PanicError", err)
+			}
+			if pe.Stage != name || !strings.Contains(string(pe.Stack), "flow_test") {
+				t.Fatalf("panic error names %q, stack:\n%s", pe.Stage, pe.Stack)
+			}
+			if !strings.Contains(err.Error(), name) {
+				t.Fatalf("error %q does not name the stage", err)
+			}
+		})
+	}
+}
+
+func TestCancellationStopsPromptly(t *testing.T) {
+	for _, workers := range []int{1, 4} {
+		t.Run(fmt.Sprint(workers), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			g := flow.New("t", flow.WithBudget(1000))
+			src := flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[int]) error {
+				for i := 0; ; i++ {
+					if err := out.Reserve(ctx, 10); err != nil {
+						return err
+					}
+					if err := out.Emit(ctx, i); err != nil {
+						return err
+					}
+				}
+			})
+			s := flow.Via(src, stage.OrderedParMap("work", workers, func(_ context.Context, v int) (int, error) { return v, nil }))
+			s2 := flow.Via(s, stage.Batch[int]("batch", 8, time.Millisecond))
+			var seen atomic.Int64
+			flow.Sink(s2, "sink", func(ctx context.Context, v []int) error {
+				if seen.Add(1) == 100 {
+					cancel()
+				}
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() { done <- g.Run(ctx) }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("Run returned %v; want context.Canceled", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return after cancel")
+			}
+			if n := g.Budget().InUse(); n != 0 {
+				t.Fatalf("budget in use after cancel: %d", n)
+			}
+		})
+	}
+}
+
+// blob is a Releaser whose liveness is tracked outside the budget, so the test
+// checks the budget against an independent count.
+type blob struct {
+	n    int64
+	live *atomic.Int64
+	max  *atomic.Int64
+	once atomic.Bool
+}
+
+func (b *blob) Release() {
+	if !b.once.CompareAndSwap(false, true) {
+		panic("blob released twice")
+	}
+	b.live.Add(-b.n)
+}
+
+func TestBudgetNeverExceededUnderConcurrency(t *testing.T) {
+	const limit = 64 << 10
+	var live, maxLive atomic.Int64
+	g := flow.New("t", flow.WithBudget(limit), flow.WithQueueSize(64))
+	var srcs []flow.Stream[*blob]
+	for s := range 4 {
+		srcs = append(srcs, flow.Source(g, fmt.Sprint("src", s), func(ctx context.Context, out *flow.Emitter[*blob]) error {
+			r := rand.New(rand.NewPCG(uint64(s), 1))
+			for range 400 {
+				n := int64(1 + r.IntN(8<<10))
+				if err := out.Reserve(ctx, n); err != nil {
+					return err
+				}
+				v := live.Add(n)
+				for m := maxLive.Load(); v > m && !maxLive.CompareAndSwap(m, v); m = maxLive.Load() {
+				}
+				if err := out.Emit(ctx, &blob{n: n, live: &live, max: &maxLive}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+	}
+	m := flow.Merge("merge", srcs...)
+	work := flow.Via(m, stage.ParMap("work", 4, func(_ context.Context, b *blob) (*blob, error) { jitter(int(b.n)); return b, nil }))
+	keep := flow.Via(work, stage.Filter("drop-odd", func(_ context.Context, b *blob) (bool, error) { return b.n%2 == 0, nil }))
+	batches := flow.Via(keep, stage.Batch[*blob]("batch", 5, time.Millisecond))
+	flow.Sink(batches, "sink", func(_ context.Context, bs []*blob) error {
+		for _, b := range bs {
+			b.Release()
+		}
+		return nil
+	})
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := maxLive.Load(); got > limit || got == 0 {
+		t.Fatalf("max bytes alive %d; budget %d", got, limit)
+	}
+	if live.Load() != 0 || g.Budget().InUse() != 0 {
+		t.Fatalf("after Run: %d bytes alive, %d in budget", live.Load(), g.Budget().InUse())
+	}
+	if g.Budget().MaxInUse() < limit/2 {
+		t.Fatalf("budget peaked at %d of %d: the test did not apply pressure", g.Budget().MaxInUse(), limit)
+	}
+}
+
+func TestOversizeRequestFails(t *testing.T) {
+	g := flow.New("t", flow.WithBudget(10))
+	src := flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[int]) error {
+		if err := out.Reserve(ctx, 11); err != nil {
+			return err
+		}
+		return out.Emit(ctx, 1)
+	})
+	flow.Sink(src, "sink", func(context.Context, int) error { return nil })
+	var oe *flow.ErrOversize
+	if err := g.Run(context.Background()); !errors.As(err, &oe) || oe.Request != 11 {
+		t.Fatalf("Run returned %v; want ErrOversize", err)
+	}
+}
+
+func TestFanOutAndMerge(t *testing.T) {
+	g := flow.New("t", flow.WithBudget(1<<20))
+	src := flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[int]) error {
+		for i := range 100 {
+			if err := out.Reserve(ctx, 10); err != nil {
+				return err
+			}
+			if err := out.Emit(ctx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	copies := flow.Broadcast(src, "bcast", 2)
+	var all []int
+	flow.Collect(copies[0], "all", &all)
+	parts := flow.RoundRobin(copies[1], "rr", 3)
+	var evens []int
+	merged := flow.Merge("merge", parts[0], parts[1], parts[2])
+	flow.Collect(merged, "merged", &evens)
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(all, ints(100)) {
+		t.Fatalf("broadcast copy 0: %v", all)
+	}
+	slices.Sort(evens)
+	if !slices.Equal(evens, ints(100)) {
+		t.Fatalf("round-robin then merge lost or duplicated elements: %d", len(evens))
+	}
+	if g.Budget().InUse() != 0 {
+		t.Fatalf("budget in use: %d", g.Budget().InUse())
+	}
+}
+
+func TestRoundRobinDealsInTurn(t *testing.T) {
+	g := flow.New("t")
+	parts := flow.RoundRobin(flow.FromSlice(g, "src", ints(9)), "rr", 3)
+	got := make([][]int, 3)
+	for i := range parts {
+		flow.Collect(parts[i], fmt.Sprint("c", i), &got[i])
+	}
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]int{{0, 3, 6}, {1, 4, 7}, {2, 5, 8}}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("output %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestWiringMistakesAreReported(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(g *flow.Graph)
+		want  string
+	}{
+		{"consumed twice", func(g *flow.Graph) {
+			s := flow.FromSlice(g, "src", ints(3))
+			flow.Sink(s, "a", func(context.Context, int) error { return nil })
+			flow.Sink(s, "b", func(context.Context, int) error { return nil })
+		}, `output of "src" is consumed twice`},
+		{"not consumed", func(g *flow.Graph) {
+			flow.FromSlice(g, "src", ints(3))
+		}, `output of "src" is not consumed`},
+		{"duplicate name", func(g *flow.Graph) {
+			s := flow.Via(flow.FromSlice(g, "x", ints(3)), stage.Tap("x", func(int) {}))
+			flow.Sink(s, "sink", func(context.Context, int) error { return nil })
+		}, `two stages are named "x"`},
+		{"empty", func(g *flow.Graph) {}, "no stages"},
+		{"bad batch", func(g *flow.Graph) {
+			flow.Sink(flow.Via(flow.FromSlice(g, "src", ints(3)), stage.Batch[int]("b", 0, 0)), "sink", func(context.Context, []int) error { return nil })
+		}, `stage "b": batch size 0`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := flow.New("g")
+			tc.build(g)
+			err := g.Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run returned %v; want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMetricsExported(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := flow.New("demo", flow.WithBudget(1<<20), flow.WithRegistry(reg))
+	var gathered string
+	src := flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[int]) error {
+		for i := range 10 {
+			if err := out.Reserve(ctx, 100); err != nil {
+				return err
+			}
+			if err := out.Emit(ctx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	s := flow.Via(src, stage.Filter("even", func(_ context.Context, v int) (bool, error) { return v%2 == 0, nil }))
+	flow.Sink(s, "sink", func(context.Context, int) error { return nil })
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Re-register after Run (which unregisters) to read the final values.
+	if err := reg.Register(g.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := testutil.GatherAndCount(reg)
+	if err != nil || n == 0 {
+		t.Fatalf("gather: %d metrics, %v", n, err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		gathered += mf.String() + "\n"
+	}
+	expect := `
+# HELP psiflow_stage_items_out_total Elements sent by the stage.
+# TYPE psiflow_stage_items_out_total counter
+psiflow_stage_items_out_total{graph="demo",kind="sink",stage="sink"} 0
+psiflow_stage_items_out_total{graph="demo",kind="source",stage="src"} 10
+psiflow_stage_items_out_total{graph="demo",kind="stage",stage="even"} 5
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expect), "psiflow_stage_items_out_total"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"psiflow_stage_bytes_out_total", "psiflow_stage_busy_seconds_total", "psiflow_stage_wait_input_seconds_total",
+		"psiflow_stage_wait_output_seconds_total", "psiflow_edge_queue_depth", "psiflow_budget_in_use_bytes", "psiflow_budget_max_in_use_bytes"} {
+		if !strings.Contains(gathered, name) {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+	if !strings.Contains(gathered, `"src->even"`) {
+		t.Errorf("edge label src->even missing")
+	}
+}
+
+func TestGateAdmitsAtSources(t *testing.T) {
+	gate := &countingGate{slots: make(chan struct{}, 2)}
+	g := flow.New("t", flow.WithGate(gate))
+	src := flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[int]) error {
+		for i := range 50 {
+			if err := out.Emit(ctx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var got []int
+	flow.Collect(src, "sink", &got)
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if gate.acquired.Load() != 50 || gate.released.Load() != 50 || len(got) != 50 {
+		t.Fatalf("gate acquired %d released %d, got %d", gate.acquired.Load(), gate.released.Load(), len(got))
+	}
+}
+
+type countingGate struct {
+	slots              chan struct{}
+	acquired, released atomic.Int64
+}
+
+func (g *countingGate) Acquire(ctx context.Context) error {
+	select {
+	case g.slots <- struct{}{}:
+		g.acquired.Add(1)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *countingGate) Release() { g.released.Add(1); <-g.slots }
+
+func TestClosedGateBlocksUntilCancel(t *testing.T) {
+	gate := &countingGate{slots: make(chan struct{})} // never admits
+	ctx, cancel := context.WithCancel(context.Background())
+	g := flow.New("t", flow.WithGate(gate), flow.WithBudget(100))
+	src := flow.FromSlice(g, "src", ints(3))
+	flow.Sink(src, "sink", func(context.Context, int) error { t.Error("element passed a closed gate"); return nil })
+	time.AfterFunc(10*time.Millisecond, cancel)
+	if err := g.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+	if gate.released.Load() != 0 || g.Budget().InUse() != 0 {
+		t.Fatal("gate or budget leaked")
+	}
+}

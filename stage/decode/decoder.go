@@ -1,0 +1,340 @@
+package decode
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/psiflow/psiflow/stage/decode/turbojpeg"
+)
+
+// Backend selects the JPEG decoder.
+type Backend int
+
+const (
+	// BackendAuto uses TurboJPEG when the library loads and the standard
+	// library otherwise (the reason is kept in [Decoder.FallbackReason]).
+	BackendAuto Backend = iota
+	// BackendTurbo requires TurboJPEG: [NewDecoder] fails without it.
+	BackendTurbo
+	// BackendStd always uses the standard library's image/jpeg.
+	BackendStd
+)
+
+// String names the backend.
+func (b Backend) String() string {
+	switch b {
+	case BackendAuto:
+		return "auto"
+	case BackendTurbo:
+		return "turbojpeg"
+	case BackendStd:
+		return "stdlib"
+	}
+	return fmt.Sprintf("backend(%d)", int(b))
+}
+
+// Options configure a [Decoder]. The zero value is the recommended setting:
+// TurboJPEG when available, accurate DCT (bit-exact with Pillow), DCT
+// scaling when the target is at least twice smaller than a scaled decode.
+type Options struct {
+	// Backend selects the JPEG decoder.
+	Backend Backend
+	// FastDCT trades ≈1 level of mean error for a few percent of speed.
+	FastDCT bool
+	// NoDCTScaling always decodes JPEGs at full size, even when a smaller
+	// target is given to [Decoder.Decode] (what Pillow without draft does).
+	NoDCTScaling bool
+	// DCTScaleMargin is how many times larger than the target the scaled
+	// image's shorter side must stay; 0 means 2. Only factors ≤ 1/2 are
+	// used (libjpeg-turbo's 7/8 … 5/8 are slower than full size).
+	DCTScaleMargin float64
+}
+
+// Decoder decodes JPEG and PNG samples into RGB [Image] values. It is safe
+// for concurrent use: each call borrows a TurboJPEG handle from a pool, so
+// there is one handle per concurrently decoding goroutine.
+type Decoder struct {
+	opts     Options
+	lib      *turbojpeg.Lib
+	fallback error
+	factors  []turbojpeg.ScalingFactor // ≤ 1/2, smallest first
+
+	mu     sync.Mutex
+	free   []*jpegWorker
+	closed bool
+}
+
+// jpegWorker is a pooled TurboJPEG handle with its scratch buffer.
+type jpegWorker struct {
+	d    *turbojpeg.Decompressor
+	cmyk []byte
+}
+
+// NewDecoder returns a decoder. It fails only when opts.Backend is
+// [BackendTurbo] and the library cannot be loaded.
+func NewDecoder(opts Options) (*Decoder, error) {
+	d := &Decoder{opts: opts}
+	switch opts.Backend {
+	case BackendStd:
+		d.fallback = errors.New("standard library selected by configuration")
+	case BackendAuto, BackendTurbo:
+		lib, err := turbojpeg.Default()
+		if err != nil {
+			if opts.Backend == BackendTurbo {
+				return nil, fmt.Errorf("decode: %w", err)
+			}
+			d.fallback = err
+			break
+		}
+		d.lib = lib
+		for _, f := range lib.ScalingFactors() {
+			if 2*f.Num <= f.Denom {
+				d.factors = append(d.factors, f)
+			}
+		}
+		// smallest factor first
+		for i := 1; i < len(d.factors); i++ {
+			for j := i; j > 0 && less(d.factors[j], d.factors[j-1]); j-- {
+				d.factors[j], d.factors[j-1] = d.factors[j-1], d.factors[j]
+			}
+		}
+	default:
+		return nil, fmt.Errorf("decode: unknown backend %d", int(opts.Backend))
+	}
+	return d, nil
+}
+
+func less(a, b turbojpeg.ScalingFactor) bool {
+	return int64(a.Num)*int64(b.Denom) < int64(b.Num)*int64(a.Denom)
+}
+
+// Backend returns the JPEG decoder in use: "turbojpeg" or "stdlib".
+func (d *Decoder) Backend() string {
+	if d.lib != nil {
+		return BackendTurbo.String()
+	}
+	return BackendStd.String()
+}
+
+// Library describes the TurboJPEG library in use, or "" with the fallback.
+func (d *Decoder) Library() string {
+	if d.lib == nil {
+		return ""
+	}
+	return d.lib.Describe()
+}
+
+// FallbackReason says why the standard library decodes JPEGs, or nil when
+// TurboJPEG does.
+func (d *Decoder) FallbackReason() error { return d.fallback }
+
+// Close destroys the pooled TurboJPEG handles. Handles in use are destroyed
+// when returned. Decoding after Close is an error.
+func (d *Decoder) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	var errs []error
+	for _, w := range d.free {
+		errs = append(errs, w.d.Close())
+	}
+	d.free = nil
+	return errors.Join(errs...)
+}
+
+var errClosed = errors.New("decoder is closed")
+
+func (d *Decoder) get() (*jpegWorker, error) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, errClosed
+	}
+	if n := len(d.free); n > 0 {
+		w := d.free[n-1]
+		d.free[n-1] = nil
+		d.free = d.free[:n-1]
+		d.mu.Unlock()
+		return w, nil
+	}
+	d.mu.Unlock()
+	h, err := d.lib.NewDecompressor()
+	if err != nil {
+		return nil, err
+	}
+	return &jpegWorker{d: h}, nil
+}
+
+func (d *Decoder) put(w *jpegWorker) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		_ = w.d.Close()
+		return
+	}
+	d.free = append(d.free, w)
+	d.mu.Unlock()
+}
+
+// Format identifies an encoded sample by its first bytes: "jpeg", "png" or
+// "unknown".
+func Format(data []byte) string {
+	switch {
+	case len(data) >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF:
+		return "jpeg"
+	case len(data) >= 8 && bytes.Equal(data[:8], pngMagic):
+		return "png"
+	}
+	return "unknown"
+}
+
+var pngMagic = []byte("\x89PNG\r\n\x1a\n")
+
+// Decode decodes the JPEG or PNG in data into dst as RGB. name identifies the
+// sample in errors. minShort is the shorter side the caller will resize to
+// (0 if unknown): when DCT scaling is enabled and a JPEG's shorter side can be
+// scaled by ≤ 1/2 while staying at least minShort × margin, TurboJPEG decodes
+// at that smaller size. Errors are [*Error] values.
+func (d *Decoder) Decode(dst *Image, data []byte, name string, minShort int) error {
+	f := Format(data)
+	var err error
+	switch f {
+	case "jpeg":
+		if d.lib != nil {
+			err = d.decodeTurbo(dst, data, minShort)
+		} else {
+			err = decodeStdJPEG(dst, data)
+		}
+	case "png":
+		err = decodeStdPNG(dst, data)
+	default:
+		n := min(len(data), 8)
+		err = fmt.Errorf("unrecognised data (first bytes % x)", data[:n])
+	}
+	if err != nil {
+		return &Error{Name: name, Format: f, Err: err}
+	}
+	return nil
+}
+
+// Scale returns the DCT scaling factor Decode would use for a JPEG of w×h
+// and the given target shorter side, as num/denom (1/1 when none).
+func (d *Decoder) Scale(w, h, minShort int) (num, denom int) {
+	f := d.pickScale(w, h, minShort)
+	return int(f.Num), int(f.Denom)
+}
+
+func (d *Decoder) pickScale(w, h, minShort int) turbojpeg.ScalingFactor {
+	one := turbojpeg.ScalingFactor{Num: 1, Denom: 1}
+	if d.opts.NoDCTScaling || minShort <= 0 || d.lib == nil {
+		return one
+	}
+	m := d.opts.DCTScaleMargin
+	if m <= 0 {
+		m = 2
+	}
+	need := int(math.Ceil(float64(minShort) * m))
+	short := min(w, h)
+	for _, f := range d.factors { // smallest first
+		if f.Scale(short) >= need {
+			return f
+		}
+	}
+	return one
+}
+
+func (d *Decoder) decodeTurbo(dst *Image, data []byte, minShort int) error {
+	w, err := d.get()
+	if err != nil {
+		return err
+	}
+	defer d.put(w)
+	hdr, err := w.d.Header(data)
+	if err != nil {
+		return err
+	}
+	f := d.pickScale(hdr.Width, hdr.Height, minShort)
+	sw, sh := f.Scale(hdr.Width), f.Scale(hdr.Height)
+	flags := turbojpeg.FlagLimitScans
+	if d.opts.FastDCT {
+		flags |= turbojpeg.FlagFastDCT
+	}
+	dst.Reset(sw, sh, 3)
+	switch hdr.Colorspace {
+	case turbojpeg.ColorspaceCMYK, turbojpeg.ColorspaceYCCK:
+		n := sw * sh * 4
+		if cap(w.cmyk) < n {
+			w.cmyk = make([]byte, n)
+		}
+		buf := w.cmyk[:n]
+		if err := w.d.Decompress(data, hdr, f, turbojpeg.PixelCMYK, flags, buf); err != nil {
+			return err
+		}
+		cmykToRGB(dst.Pix, buf, hasAdobeMarker(data))
+		return nil
+	default:
+		return w.d.Decompress(data, hdr, f, turbojpeg.PixelRGB, flags, dst.Pix)
+	}
+}
+
+// cmykToRGB converts packed CMYK to RGB the way Pillow does (Convert.c
+// cmyk2rgb). inverted says the stored values are Adobe-inverted (an APP14
+// "Adobe" segment is present), as libjpeg returns them.
+func cmykToRGB(dst, src []byte, inverted bool) {
+	n := len(src) / 4
+	dst = dst[:n*3]
+	src = src[:n*4]
+	for i := 0; i < n; i++ {
+		c, m, y, k := int(src[4*i]), int(src[4*i+1]), int(src[4*i+2]), int(src[4*i+3])
+		if inverted {
+			c, m, y, k = 255-c, 255-m, 255-y, 255-k
+		}
+		nk := 255 - k
+		dst[3*i] = clip8(nk - muldiv255(c, nk))
+		dst[3*i+1] = clip8(nk - muldiv255(m, nk))
+		dst[3*i+2] = clip8(nk - muldiv255(y, nk))
+	}
+}
+
+func muldiv255(a, b int) int {
+	t := a*b + 128
+	return ((t >> 8) + t) >> 8
+}
+
+func clip8(v int) uint8 {
+	if v < 0 {
+		return 0
+	}
+	if v > 255 {
+		return 255
+	}
+	return uint8(v)
+}
+
+// hasAdobeMarker reports whether the JPEG has an APP14 "Adobe" segment
+// before its first scan.
+func hasAdobeMarker(data []byte) bool {
+	i := 2
+	for i+4 <= len(data) {
+		if data[i] != 0xFF {
+			return false
+		}
+		marker := data[i+1]
+		if marker == 0xFF { // fill byte
+			i++
+			continue
+		}
+		if marker == 0xDA || marker == 0xD9 { // SOS, EOI
+			return false
+		}
+		n := int(data[i+2])<<8 | int(data[i+3])
+		if marker == 0xEE && n >= 7 && i+4+5 <= len(data) && string(data[i+4:i+9]) == "Adobe" {
+			return true
+		}
+		i += 2 + n
+	}
+	return false
+}

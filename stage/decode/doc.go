@@ -1,0 +1,35 @@
+// Package decode turns encoded samples into fixed-size tensors: JPEG through
+// libjpeg-turbo's TurboJPEG API loaded at run time (package
+// [github.com/psiflow/psiflow/stage/decode/turbojpeg]) with the standard
+// library's image/jpeg as the fallback, PNG through the standard library,
+// raw bytes, and Arrow columns; then the image transforms a training loader
+// needs: resize of the shorter side with antialiasing (bit-compatible with
+// Pillow's bilinear resize, which torchvision's Resize uses on PIL images),
+// center and random crop, horizontal flip, HWC or CHW layout and optional
+// normalisation to float32.
+//
+// # What it owns
+//
+//   - [Decoder]: format sniffing, the TurboJPEG handle pool (one handle per
+//     goroutine at a time), DCT-scaled decoding when the target is much
+//     smaller than the source, CMYK and grayscale conversion to RGB, and the
+//     fallback decision with its reason ([Decoder.FallbackReason]).
+//   - Transforms on packed RGB buffers ([Image]): [Resizer], [CenterCrop],
+//     [RandomCrop], [HFlip], [ToTensor]. They reuse caller-owned buffers and
+//     allocate nothing in steady state.
+//   - [Processor]: decode plus a [Transform] with reusable scratch, the unit a
+//     stage worker runs; and the stage adapters built on it.
+//   - Arrow columns to tensors ([ArrowToUint8], [ArrowToFloat32]).
+//
+// # What it does not own
+//
+// Reading files (package source), batching and parallelism (package stage),
+// where tensor memory comes from (the caller passes buffers; UMA-backed ones
+// work), and anything GPU.
+//
+// # Errors
+//
+// Every decoding error is an [*Error] naming the sample (file name or key)
+// and the format, wrapping the cause; a truncated or corrupt JPEG is an error,
+// never grey rows.
+package decode

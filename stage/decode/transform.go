@@ -1,0 +1,115 @@
+package decode
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// Transform is the per-image processing after decode, in the order
+// torchvision applies it: Resize, then CenterCrop or RandomCrop, then a
+// random horizontal flip, then conversion to a tensor.
+type Transform struct {
+	// Resize makes the shorter side this long (torchvision Resize(n) on a PIL
+	// image, antialiased bilinear). 0 keeps the size.
+	Resize int
+	// CenterCrop cuts the central CenterCrop×CenterCrop square (padding with
+	// zeros when the image is smaller). 0 disables it.
+	CenterCrop int
+	// RandomCrop cuts a RandomCrop×RandomCrop square at a random position.
+	// 0 disables it; it cannot be combined with CenterCrop.
+	RandomCrop int
+	// FlipProb is the probability of a horizontal flip (0 disables).
+	FlipProb float64
+	// Layout is the output tensor layout (HWC by default).
+	Layout Layout
+	// Normalize, when set, makes float32 output (v/255 - mean)/std; else the
+	// output is uint8.
+	Normalize *Normalizer
+	// Seed seeds the random crop and flip; each Processor derives its own
+	// stream from Seed and the processor's index.
+	Seed uint64
+}
+
+// Validate checks the transform's fields.
+func (t Transform) Validate() error {
+	switch {
+	case t.Resize < 0:
+		return fmt.Errorf("transform: negative resize %d", t.Resize)
+	case t.CenterCrop < 0 || t.RandomCrop < 0:
+		return fmt.Errorf("transform: negative crop size")
+	case t.CenterCrop > 0 && t.RandomCrop > 0:
+		return fmt.Errorf("transform: both center crop (%d) and random crop (%d) set", t.CenterCrop, t.RandomCrop)
+	case t.FlipProb < 0 || t.FlipProb > 1:
+		return fmt.Errorf("transform: flip probability %v outside [0, 1]", t.FlipProb)
+	case t.Layout != HWC && t.Layout != CHW:
+		return fmt.Errorf("transform: unknown layout %d", t.Layout)
+	}
+	return nil
+}
+
+// Processor decodes samples and applies a [Transform], reusing its scratch
+// images so that steady-state calls allocate nothing beyond what the decoder
+// itself needs. It is not safe for concurrent use: keep one per goroutine.
+type Processor struct {
+	dec     *Decoder
+	tr      Transform
+	resizer Resizer
+	a, b    Image
+	rng     *rand.Rand
+}
+
+// NewProcessor returns a processor over dec. index distinguishes the random
+// streams of processors sharing one seed.
+func NewProcessor(dec *Decoder, tr Transform, index uint64) (*Processor, error) {
+	if dec == nil {
+		return nil, fmt.Errorf("processor: nil decoder")
+	}
+	if err := tr.Validate(); err != nil {
+		return nil, err
+	}
+	return &Processor{dec: dec, tr: tr, rng: rand.New(rand.NewPCG(tr.Seed, index))}, nil
+}
+
+// Process decodes data (named name in errors) and writes the transformed
+// image into out.
+func (p *Processor) Process(out *Tensor, data []byte, name string) error {
+	m, err := p.Image(data, name)
+	if err != nil {
+		return err
+	}
+	if err := ToTensor(out, m, p.tr.Layout, p.tr.Normalize); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// Image decodes data and applies the geometric part of the transform. The
+// returned image belongs to the processor and is valid until the next call.
+func (p *Processor) Image(data []byte, name string) (*Image, error) {
+	if err := p.dec.Decode(&p.a, data, name, p.tr.Resize); err != nil {
+		return nil, err
+	}
+	cur, spare := &p.a, &p.b
+	if p.tr.Resize > 0 {
+		if err := p.resizer.ResizeShorter(spare, cur, p.tr.Resize); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		cur, spare = spare, cur
+	}
+	switch {
+	case p.tr.CenterCrop > 0:
+		if err := CenterCrop(spare, cur, p.tr.CenterCrop, p.tr.CenterCrop); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		cur = spare
+	case p.tr.RandomCrop > 0:
+		if err := RandomCrop(spare, cur, p.tr.RandomCrop, p.tr.RandomCrop, p.rng); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		cur = spare
+	}
+	if p.tr.FlipProb > 0 && p.rng.Float64() < p.tr.FlipProb {
+		HFlip(cur)
+	}
+	return cur, nil
+}
