@@ -254,7 +254,14 @@ func (d *Decoder) decodeTurbo(dst *Image, data []byte, minShort int) error {
 	defer d.put(w)
 	hdr, err := w.d.Header(data)
 	if err != nil {
-		return err
+		// TurboJPEG 2.x refuses some valid layouts (4:1:0 subsampling:
+		// "Could not determine subsampling type"); libjpeg proper and the
+		// standard library decode them. Keep TurboJPEG's error when the
+		// standard library fails too.
+		if stdErr := decodeStdJPEG(dst, data); stdErr != nil {
+			return fmt.Errorf("%w (standard library: %v)", err, stdErr)
+		}
+		return nil
 	}
 	f := d.pickScale(hdr.Width, hdr.Height, minShort)
 	sw, sh := f.Scale(hdr.Width), f.Scale(hdr.Height)
@@ -263,6 +270,7 @@ func (d *Decoder) decodeTurbo(dst *Image, data []byte, minShort int) error {
 		flags |= turbojpeg.FlagFastDCT
 	}
 	dst.Reset(sw, sh, 3)
+	dst.SrcW, dst.SrcH = hdr.Width, hdr.Height
 	switch hdr.Colorspace {
 	case turbojpeg.ColorspaceCMYK, turbojpeg.ColorspaceYCCK:
 		n := sw * sh * 4

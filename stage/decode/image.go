@@ -8,6 +8,11 @@ import "fmt"
 type Image struct {
 	Pix     []uint8
 	W, H, C int
+	// SrcW and SrcH are the size stored in the file, which differs from W×H
+	// when the decoder used DCT scaling. Geometry that must follow the
+	// original aspect ratio (torchvision's Resize) is computed from them.
+	// Transforms set them to W×H.
+	SrcW, SrcH int
 }
 
 // Reset sets the size to w×h×c and makes Pix exactly that long, growing the
@@ -19,6 +24,7 @@ func (m *Image) Reset(w, h, c int) {
 	}
 	m.Pix = m.Pix[:n]
 	m.W, m.H, m.C = w, h, c
+	m.SrcW, m.SrcH = w, h
 }
 
 // Stride returns the number of bytes in one row.

@@ -91,7 +91,10 @@ func (p *Processor) Image(data []byte, name string) (*Image, error) {
 	}
 	cur, spare := &p.a, &p.b
 	if p.tr.Resize > 0 {
-		if err := p.resizer.ResizeShorter(spare, cur, p.tr.Resize); err != nil {
+		// torchvision computes the size from the original image, not from a
+		// DCT-scaled decode whose sides were rounded up.
+		w, h := ShorterSide(cur.SrcW, cur.SrcH, p.tr.Resize)
+		if err := p.resizer.Resize(spare, cur, w, h); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		cur, spare = spare, cur

@@ -1,0 +1,53 @@
+#!/usr/bin/python3
+"""Reference for psiflow's decode tests: Pillow decode + torchvision-style
+Resize(n) + CenterCrop(c), written out as raw RGB.
+
+Usage: pil_resize_crop.py OUTDIR RESIZE CROP FILE...
+
+RESIZE 0 skips the resize, CROP 0 skips the crop. For each FILE (index i) it
+writes OUTDIR/i.rgb (packed RGB rows) and prints one line "i W H" on stdout;
+a file Pillow cannot decode prints "i error MESSAGE".
+
+The geometry follows torchvision's semantics on PIL images without importing
+torchvision: Resize(n) = Image.resize((new_w, new_h), BILINEAR) with the
+shorter side n and the longer int(n * long / short); CenterCrop(c) cuts at
+(round((w - c) / 2), round((h - c) / 2)) with Python's round (half to even).
+Images are opened like torchvision's ImageFolder loader: Image.open(f).convert("RGB").
+"""
+import os
+import sys
+
+from PIL import Image
+
+
+def resized_size(w, h, n):
+    if w <= h:
+        return n, int(n * h / w)
+    return int(n * w / h), n
+
+
+def main():
+    out, resize, crop = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    for i, path in enumerate(sys.argv[4:]):
+        try:
+            with open(path, "rb") as f:
+                img = Image.open(f)
+                img = img.convert("RGB")
+            if resize > 0:
+                img = img.resize(resized_size(img.width, img.height, resize), Image.BILINEAR)
+            if crop > 0:
+                w, h = img.size
+                if crop > w or crop > h:
+                    raise ValueError("crop larger than image")
+                left = int(round((w - crop) / 2.0))
+                top = int(round((h - crop) / 2.0))
+                img = img.crop((left, top, left + crop, top + crop))
+            with open(os.path.join(out, "%d.rgb" % i), "wb") as f:
+                f.write(img.tobytes())
+            print(i, img.width, img.height)
+        except Exception as e:  # reported, not raised: the test decides
+            print(i, "error", str(e).replace("\n", " "))
+
+
+if __name__ == "__main__":
+    main()
