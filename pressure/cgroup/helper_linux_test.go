@@ -16,7 +16,6 @@ import (
 	"time"
 )
 
-
 // childMain runs the test binary as a helper child. Modes:
 //
 //	alloc:N     print /proc/self/cgroup, touch N MiB, print "ready", wait for stdin EOF
