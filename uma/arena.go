@@ -1,0 +1,628 @@
+package uma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/zeebo/xxh3"
+)
+
+// Policy is what happens to an arena's host copy once the device holds the
+// data (TensorCast's post_gpu_load_policy), selectable per arena (per replica).
+type Policy int
+
+const (
+	// PolicyEvictCPU drops the host copy at once (MADV_DONTNEED, tail first).
+	PolicyEvictCPU Policy = iota
+	// PolicyMarkPreemptible marks every eligible chunk preemptible: the kernel
+	// takes the pages only if it needs them.
+	PolicyMarkPreemptible
+	// PolicyKeep keeps the host copy resident.
+	PolicyKeep
+)
+
+func (p Policy) String() string {
+	switch p {
+	case PolicyEvictCPU:
+		return "EvictCPU"
+	case PolicyMarkPreemptible:
+		return "MarkPreemptible"
+	case PolicyKeep:
+		return "Keep"
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// ArenaOptions configures an arena.
+type ArenaOptions struct {
+	// ChunkSize overrides the UMA's chunk size (a multiple of the page size).
+	ChunkSize int64
+	// Rehydrate re-reads a chunk from its source. With it, a new arena's chunks
+	// start EVICTED and are read in on first use (lazily); without it they
+	// start HOT (zero bytes, to be filled with Write) and a chunk whose bytes
+	// were reclaimed cannot be served: ErrNoRehydrate.
+	Rehydrate RehydrateFunc
+	// Policy is the post-GPU-load policy (default PolicyEvictCPU).
+	Policy Policy
+}
+
+type chunk struct {
+	state      State
+	version    uint64
+	lastAccess int64
+	refs       int32 // byte leases and pool allocations
+	pins       int32
+	stables    int32
+	txs        int32
+	mlocked    bool
+	hasSum     bool
+	sum        uint64 // xxh3 of the chunk taken just before MADV_FREE
+	busy       chan struct{}
+	rehydrate  RehydrateFunc
+}
+
+// Arena is one mmap(MAP_PRIVATE|MAP_ANONYMOUS) region cut into chunks, for one
+// artifact (a dataset shard, a replica). Addresses are stable for the arena's
+// life. Its bytes are reached only through leases, so that the ledger always
+// knows who uses them.
+type Arena struct {
+	u         *UMA
+	name      string
+	mem       []byte // page-rounded mapping
+	size      int64  // logical size
+	chunkSize int64
+	chunks    []chunk
+	policy    atomic.Int32
+	pool      *Pool
+	closed    bool
+	leases    leaseCounts
+	fn        RehydrateFunc
+}
+
+// NewArena maps size bytes for the artifact name (unique in this UMA).
+func (u *UMA) NewArena(name string, size int64, opts ArenaOptions) (*Arena, error) {
+	return u.newArena(name, size, opts, nil)
+}
+
+func (u *UMA) newArena(name string, size int64, opts ArenaOptions, pool *Pool) (*Arena, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("uma: arena %q: size %d must be positive", name, size)
+	}
+	cs := opts.ChunkSize
+	if cs == 0 {
+		cs = u.cfg.ChunkSize
+	}
+	if cs <= 0 || cs%int64(u.page) != 0 {
+		return nil, fmt.Errorf("uma: arena %q: chunk size %d is not a positive multiple of the page size %d", name, cs, u.page)
+	}
+	u.mu.Lock()
+	if u.closed {
+		u.mu.Unlock()
+		return nil, fmt.Errorf("uma: arena %q: %w", name, ErrClosed)
+	}
+	if _, dup := u.arenas[name]; dup {
+		u.mu.Unlock()
+		return nil, fmt.Errorf("uma: arena %q already exists", name)
+	}
+	u.arenas[name] = nil // reserve the name while mapping
+	u.mu.Unlock()
+
+	mapped := (size + int64(u.page) - 1) / int64(u.page) * int64(u.page)
+	mem, err := u.k.mmap(int(mapped))
+	if err != nil {
+		u.mu.Lock()
+		delete(u.arenas, name)
+		u.mu.Unlock()
+		return nil, fmt.Errorf("uma: arena %q: %w", name, err)
+	}
+	a := &Arena{u: u, name: name, mem: mem, size: size, chunkSize: cs, pool: pool, fn: opts.Rehydrate}
+	a.policy.Store(int32(opts.Policy))
+	a.chunks = make([]chunk, (mapped+cs-1)/cs)
+	now := u.now()
+	for i := range a.chunks {
+		a.chunks[i].lastAccess = now
+		if opts.Rehydrate != nil {
+			a.chunks[i].state = Evicted
+		}
+	}
+	u.mu.Lock()
+	u.arenas[name] = a
+	u.order = append(u.order, a)
+	u.bump()
+	u.mu.Unlock()
+	return a, nil
+}
+
+// Name is the arena's artifact name.
+func (a *Arena) Name() string { return a.name }
+
+// Size is the arena's size in bytes.
+func (a *Arena) Size() int64 { return a.size }
+
+// ChunkSize is the arena's chunk size.
+func (a *Arena) ChunkSize() int64 { return a.chunkSize }
+
+// Chunks is the number of chunks.
+func (a *Arena) Chunks() int { return len(a.chunks) }
+
+// SetPolicy selects the post-GPU-load policy.
+func (a *Arena) SetPolicy(p Policy) { a.policy.Store(int32(p)) }
+
+// SetRehydrate registers a re-hydrate function for one chunk, overriding the
+// arena's.
+func (a *Arena) SetRehydrate(index int, fn RehydrateFunc) error {
+	a.u.mu.Lock()
+	defer a.u.mu.Unlock()
+	if index < 0 || index >= len(a.chunks) {
+		return fmt.Errorf("uma: arena %q: chunk %d out of range [0,%d)", a.name, index, len(a.chunks))
+	}
+	a.chunks[index].rehydrate = fn
+	return nil
+}
+
+func (a *Arena) id(i int) ChunkID { return ChunkID{a.name, i} }
+
+// span is chunk i's bytes in the mapping (page-rounded at the end).
+func (a *Arena) span(i int) []byte {
+	lo := int64(i) * a.chunkSize
+	hi := min(lo+a.chunkSize, int64(len(a.mem)))
+	return a.mem[lo:hi:hi]
+}
+
+// chunkLen is len(span(i)).
+func (a *Arena) chunkLen(i int) int64 {
+	lo := int64(i) * a.chunkSize
+	return min(lo+a.chunkSize, int64(len(a.mem))) - lo
+}
+
+// dataLen is the length of chunk i's logical bytes (the part below Size).
+func (a *Arena) dataLen(i int) int64 {
+	lo := int64(i) * a.chunkSize
+	return min(lo+a.chunkSize, a.size) - lo
+}
+
+func (a *Arena) chunkRange(off, n int64) (lo, hi int, err error) {
+	if off < 0 || n <= 0 || off+n > a.size || off+n < off {
+		return 0, 0, fmt.Errorf("uma: arena %q: range [%d,%d) outside [0,%d)", a.name, off, off+n, a.size)
+	}
+	return int(off / a.chunkSize), int((off + n - 1) / a.chunkSize), nil
+}
+
+// setLocked moves chunk i to state to, refusing edges not in Transitions.
+func (a *Arena) setLocked(i int, to State, op string) error {
+	c := &a.chunks[i]
+	if c.state == to {
+		return nil
+	}
+	if !Allowed(c.state, to) {
+		return &TransitionError{Chunk: a.id(i), From: c.state, To: to, Op: op}
+	}
+	c.state = to
+	c.version++
+	a.u.bump()
+	return nil
+}
+
+func (a *Arena) checkOpenLocked(op string) error {
+	if a.closed || a.u.closed {
+		return fmt.Errorf("uma: %s on arena %q: %w", op, a.name, ErrClosed)
+	}
+	return nil
+}
+
+// claimLocked waits until chunks lo..hi are idle and marks them busy, so that
+// the slow work on them (hashing, madvise, re-hydration) runs without u.mu.
+// u.mu is held on entry and on return.
+func (a *Arena) claimLocked(ctx context.Context, lo, hi int, op string) error {
+	for {
+		if err := a.checkOpenLocked(op); err != nil {
+			return err
+		}
+		var wait chan struct{}
+		for i := lo; i <= hi; i++ {
+			if a.chunks[i].busy != nil {
+				wait = a.chunks[i].busy
+				break
+			}
+		}
+		if wait == nil {
+			break
+		}
+		a.u.mu.Unlock()
+		select {
+		case <-wait:
+			a.u.mu.Lock()
+		case <-ctx.Done():
+			a.u.mu.Lock()
+			return fmt.Errorf("uma: %s on arena %q: waiting for chunks %d..%d: %w", op, a.name, lo, hi, ctx.Err())
+		}
+	}
+	for i := lo; i <= hi; i++ {
+		a.chunks[i].busy = make(chan struct{})
+	}
+	return nil
+}
+
+func (a *Arena) unclaimLocked(lo, hi int) {
+	for i := lo; i <= hi; i++ {
+		if b := a.chunks[i].busy; b != nil {
+			close(b)
+			a.chunks[i].busy = nil
+		}
+	}
+}
+
+// restoreJob is one chunk to make resident and intact.
+type restoreJob struct {
+	i      int
+	from   State
+	hasSum bool
+	sum    uint64
+	fn     RehydrateFunc
+	// results
+	faulted, rehydrated bool
+	err                 error
+}
+
+// acquireSpec describes one acquire: which chunks, what to do once they are
+// resident and intact.
+type acquireSpec struct {
+	op     string
+	lo, hi int
+	// claim forces the slow path (check needs a consistent view with claims).
+	claim bool
+	// overwritten reports chunks that the caller overwrites entirely, so their
+	// old bytes need not be restored.
+	overwritten func(i int) bool
+	// check runs under u.mu before any restore (e.g. a tier reservation); undo
+	// reverts it when a restore fails.
+	check func() error
+	undo  func()
+	// apply runs under u.mu once every chunk is resident and intact.
+	apply func() error
+	// keep leaves the chunks claimed after a successful apply (the caller
+	// unclaims them); it needs claim.
+	keep bool
+}
+
+func needsRestore(s State) bool { return s == Preemptible || s == Evicted }
+
+// acquire is the one path by which bytes are handed out: chunks that are
+// PREEMPTIBLE or EVICTED are restored first (see restore), then spec.apply
+// runs under the ledger lock.
+func (a *Arena) acquire(ctx context.Context, s acquireSpec) error {
+	u := a.u
+	u.mu.Lock()
+	if err := a.checkOpenLocked(s.op); err != nil {
+		u.mu.Unlock()
+		return err
+	}
+	if !s.claim {
+		fast := true
+		for i := s.lo; i <= s.hi; i++ {
+			c := &a.chunks[i]
+			if c.busy != nil || needsRestore(c.state) {
+				fast = false
+				break
+			}
+		}
+		if fast {
+			err := s.runCheck()
+			if err == nil {
+				err = s.apply()
+				if err != nil && s.undo != nil {
+					s.undo()
+				}
+			}
+			u.mu.Unlock()
+			return err
+		}
+	}
+	if err := a.claimLocked(ctx, s.lo, s.hi, s.op); err != nil {
+		u.mu.Unlock()
+		return err
+	}
+	if err := s.runCheck(); err != nil {
+		a.unclaimLocked(s.lo, s.hi)
+		u.mu.Unlock()
+		return err
+	}
+	var jobs []restoreJob
+	for i := s.lo; i <= s.hi; i++ {
+		c := &a.chunks[i]
+		if !needsRestore(c.state) || (s.overwritten != nil && s.overwritten(i)) {
+			continue
+		}
+		fn := c.rehydrate
+		if fn == nil {
+			fn = a.fn
+		}
+		jobs = append(jobs, restoreJob{i: i, from: c.state, hasSum: c.hasSum, sum: c.sum, fn: fn})
+	}
+	u.mu.Unlock()
+
+	for j := range jobs {
+		a.restore(ctx, &jobs[j])
+	}
+
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	keep := false
+	defer func() {
+		if !keep {
+			a.unclaimLocked(s.lo, s.hi)
+		}
+	}()
+	var errs []error
+	for _, j := range jobs {
+		c := &a.chunks[j.i]
+		if j.err != nil {
+			if j.from == Preemptible && errors.Is(j.err, ErrNoRehydrate) {
+				_ = a.setLocked(j.i, Evicted, s.op)
+			}
+			errs = append(errs, j.err)
+			continue
+		}
+		if err := a.setLocked(j.i, Hot, s.op); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.hasSum = false
+	}
+	if err := errors.Join(errs...); err != nil {
+		if s.undo != nil {
+			s.undo()
+		}
+		return err
+	}
+	if s.overwritten != nil {
+		for i := s.lo; i <= s.hi; i++ {
+			if needsRestore(a.chunks[i].state) && s.overwritten(i) {
+				if err := a.setLocked(i, Hot, s.op); err != nil {
+					errs = append(errs, err)
+				}
+				a.chunks[i].hasSum = false
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			if s.undo != nil {
+				s.undo()
+			}
+			return err
+		}
+	}
+	err := s.apply()
+	if err != nil && s.undo != nil {
+		s.undo()
+	}
+	keep = err == nil && s.keep
+	return err
+}
+
+func (s *acquireSpec) runCheck() error {
+	if s.check == nil {
+		return nil
+	}
+	return s.check()
+}
+
+// touchPages writes every page of b without changing it: an atomic add of
+// zero to the first word of each page. Being a write, it cancels MADV_FREE on
+// a page that is still lazily freed (the kernel then keeps its data) and
+// faults a fresh zero page into one that was already reclaimed. A plain
+// b[i] = b[i] could be removed by the compiler; an atomic cannot.
+func touchPages(b []byte, page int) {
+	for off := 0; off+4 <= len(b); off += page {
+		atomic.AddUint32((*uint32)(unsafe.Pointer(&b[off])), 0)
+	}
+}
+
+// residentPages counts the resident pages of b with mincore, before anything
+// touches them. It returns -1 when mincore failed (the checksum decides then).
+func (a *Arena) residentPages(b []byte) (resident, pages int) {
+	pages = (len(b) + a.u.page - 1) / a.u.page
+	vec := make([]byte, pages)
+	if err := a.u.k.mincore(b, vec); err != nil {
+		return -1, pages
+	}
+	for _, v := range vec {
+		resident += int(v & 1)
+	}
+	return resident, pages
+}
+
+// restore makes chunk j.i resident and intact; see the package doc for why it
+// is race-free. It runs without u.mu while the chunk is claimed.
+func (a *Arena) restore(ctx context.Context, j *restoreJob) {
+	b := a.span(j.i)
+	if j.from == Preemptible {
+		resident, pages := a.residentPages(b)
+		touchPages(b, a.u.page)
+		if resident == pages || resident < 0 {
+			if j.hasSum && xxh3.Hash(b) == j.sum {
+				return // intact: every page kept its data and can no longer be reclaimed
+			}
+		}
+		j.faulted = true
+		a.u.faults.Add(1)
+		a.u.rate.add(a.u.now())
+	}
+	if j.fn == nil {
+		j.err = fmt.Errorf("uma: chunk %s (%s): %w", a.id(j.i), j.from, ErrNoRehydrate)
+		return
+	}
+	start := time.Now()
+	if err := j.fn(ctx, a.id(j.i), b[:a.dataLen(j.i)]); err != nil {
+		j.err = fmt.Errorf("uma: re-hydrating chunk %s: %w", a.id(j.i), err)
+		return
+	}
+	if j.hasSum {
+		if got := xxh3.Hash(b); got != j.sum {
+			j.err = fmt.Errorf("uma: re-hydrated chunk %s differs from the bytes marked preemptible (xxh3 %016x, want %016x)", a.id(j.i), got, j.sum)
+			return
+		}
+	}
+	j.rehydrated = true
+	a.u.rehydrations.Add(1)
+	if a.u.metrics != nil {
+		a.u.metrics.rehydrate.Observe(time.Since(start).Seconds())
+	}
+}
+
+// touchLocked records an access of chunks lo..hi: COLD chunks become HOT.
+func (a *Arena) touchLocked(lo, hi int, op string) {
+	now := a.u.now()
+	for i := lo; i <= hi; i++ {
+		a.chunks[i].lastAccess = now
+		if a.chunks[i].state == Cold {
+			_ = a.setLocked(i, Hot, op)
+		}
+	}
+}
+
+// Hydrate makes the range resident and intact now (re-hydrating EVICTED
+// chunks, verifying PREEMPTIBLE ones), without taking a lease.
+func (a *Arena) Hydrate(ctx context.Context, off, n int64) error {
+	lo, hi, err := a.chunkRange(off, n)
+	if err != nil {
+		return err
+	}
+	return a.acquire(ctx, acquireSpec{op: "hydrate", lo: lo, hi: hi, apply: func() error {
+		a.touchLocked(lo, hi, "hydrate")
+		return nil
+	}})
+}
+
+// Write copies p into the arena at off. Chunks that p covers only in part are
+// made resident and intact first; the written chunks become HOT (a GPU copy
+// of them is now stale). Writing a chunk in a transfer (LOCKED_TX) is refused.
+func (a *Arena) Write(ctx context.Context, off int64, p []byte) error {
+	if a.pool != nil {
+		return fmt.Errorf("uma: write to pool %q: pools hand out memory through Alloc", a.name)
+	}
+	lo, hi, err := a.chunkRange(off, int64(len(p)))
+	if err != nil {
+		return err
+	}
+	end := off + int64(len(p))
+	covered := func(i int) bool {
+		return int64(i)*a.chunkSize >= off && int64(i)*a.chunkSize+a.dataLen(i) <= end
+	}
+	u := a.u
+	// Claim, restore partial chunks, then copy without the lock.
+	err = a.acquire(ctx, acquireSpec{op: "write", lo: lo, hi: hi, claim: true, overwritten: covered,
+		check: func() error {
+			for i := lo; i <= hi; i++ {
+				if a.chunks[i].txs > 0 {
+					return fmt.Errorf("uma: write to chunk %s: %w: it is %s", a.id(i), ErrLeased, LockedTx)
+				}
+			}
+			return nil
+		},
+		apply: func() error { return nil }, keep: true})
+	if err != nil {
+		return err
+	}
+	copy(a.mem[off:end], p)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var errs []error
+	for i := lo; i <= hi; i++ {
+		c := &a.chunks[i]
+		c.hasSum = false
+		if c.state == Cold || c.state == CopiedGPU {
+			errs = append(errs, a.setLocked(i, Hot, "write"))
+		}
+		c.version++
+	}
+	a.touchLocked(lo, hi, "write")
+	u.bump()
+	a.unclaimLocked(lo, hi)
+	return errors.Join(errs...)
+}
+
+// RecordAccess notes that the range was used (for example read by the device)
+// so that preemption picks colder chunks first: COLD chunks become HOT.
+func (a *Arena) RecordAccess(off, n int64) error {
+	lo, hi, err := a.chunkRange(off, n)
+	if err != nil {
+		return err
+	}
+	a.u.mu.Lock()
+	defer a.u.mu.Unlock()
+	a.touchLocked(lo, hi, "access")
+	return nil
+}
+
+// Cool moves HOT chunks without leases that were not accessed for idle to
+// COLD, and returns how many moved.
+func (a *Arena) Cool(idle time.Duration) int {
+	a.u.mu.Lock()
+	defer a.u.mu.Unlock()
+	cut := a.u.now() - int64(idle)
+	n := 0
+	for i := range a.chunks {
+		c := &a.chunks[i]
+		if c.state == Hot && c.busy == nil && c.refs == 0 && c.pins == 0 && c.lastAccess <= cut {
+			if a.setLocked(i, Cold, "cool") == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (a *Arena) leasedLocked() error {
+	l := a.leases
+	raw := 0
+	if a.pool != nil {
+		raw = a.pool.raw
+	}
+	if l.bytes+l.pins+l.stables+l.transfers+raw == 0 {
+		return nil
+	}
+	if raw > 0 {
+		return fmt.Errorf("%w: pool %q holds %d byte leases and %d raw allocations", ErrLeased, a.name, l.bytes, raw)
+	}
+	return fmt.Errorf("%w: arena %q holds %d byte, %d pin, %d stable and %d transfer leases",
+		ErrLeased, a.name, l.bytes, l.pins, l.stables, l.transfers)
+}
+
+// Close unmaps the arena. It fails while leases are outstanding or an
+// operation is in progress.
+func (a *Arena) Close() error {
+	u := a.u
+	u.mu.Lock()
+	if a.closed {
+		u.mu.Unlock()
+		return nil
+	}
+	if err := a.leasedLocked(); err != nil {
+		u.mu.Unlock()
+		return fmt.Errorf("uma: close: %w", err)
+	}
+	for i := range a.chunks {
+		if a.chunks[i].busy != nil {
+			u.mu.Unlock()
+			return fmt.Errorf("uma: close arena %q: an operation on chunk %d is in progress", a.name, i)
+		}
+	}
+	a.closed = true
+	delete(u.arenas, a.name)
+	for i, x := range u.order {
+		if x == a {
+			u.order = append(u.order[:i], u.order[i+1:]...)
+			break
+		}
+	}
+	u.bump()
+	u.mu.Unlock()
+	if err := u.k.munmap(a.mem); err != nil {
+		return fmt.Errorf("uma: close arena %q: %w", a.name, err)
+	}
+	return nil
+}
