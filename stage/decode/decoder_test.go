@@ -254,6 +254,18 @@ func TestCorrupt(t *testing.T) {
 			// bit flips in entropy data may decode to garbage or fail; they must not crash
 			var m Image
 			_ = d.Decode(&m, flipped, "flipped", 0)
+			// the pooled handle still decodes good data correctly after all that
+			var again, fresh Image
+			if err := d.Decode(&again, good, "good", 0); err != nil {
+				t.Fatalf("good data after errors: %v", err)
+			}
+			f := newDecoder(t, b)
+			if err := f.Decode(&fresh, good, "good", 0); err != nil {
+				t.Fatal(err)
+			}
+			if string(again.Pix) != string(fresh.Pix) {
+				t.Fatal("decoder output changed after errors")
+			}
 		})
 	}
 }

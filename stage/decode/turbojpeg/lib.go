@@ -189,7 +189,8 @@ func (l *Lib) ScaledSize(w, h int, f ScalingFactor) (int, int) {
 }
 
 // Decompressor is one TurboJPEG decompression handle. It is not safe for
-// concurrent use: keep one per goroutine. It survives decoding errors.
+// concurrent use: keep one per goroutine. It stays usable after decoding
+// errors (the underlying handle is replaced).
 type Decompressor struct {
 	lib *Lib
 	h   uintptr
@@ -224,8 +225,21 @@ func (d *Decompressor) Close() error {
 	return nil
 }
 
+// err returns the handle's error for op and replaces the handle with a fresh
+// one: after a failed tjDecompressHeader3 (for example on truncated data),
+// libjpeg-turbo 2.1 leaves the handle mid-stream and the next header read on
+// good data fails ("Bogus DQT index"), so a handle is not reused after an error.
 func (d *Decompressor) err(op string) error {
-	return fmt.Errorf("turbojpeg: %s: %s", op, d.lib.errorStr2(d.h))
+	e := fmt.Errorf("turbojpeg: %s: %s", op, d.lib.errorStr2(d.h))
+	d.cleanup.Stop()
+	d.lib.destroy(d.h)
+	d.h = d.lib.initDecompress()
+	if d.h == 0 {
+		return fmt.Errorf("%w (and tjInitDecompress failed: the decompressor is unusable)", e)
+	}
+	l := d.lib
+	d.cleanup = runtime.AddCleanup(d, func(h uintptr) { l.destroy(h) }, d.h)
+	return e
 }
 
 // Header parses the JPEG header of data. A header that reports a size of
