@@ -225,7 +225,7 @@ func Sink[T any](in Stream[T], name string, fn func(ctx context.Context, v T) er
 				return nil
 			}
 			err := fn(ctx, e.Value)
-			stage.Discard(e)
+			port.Discard(e)
 			if err != nil {
 				return err
 			}

@@ -67,11 +67,11 @@ func Filter[T any](name string, keep func(ctx context.Context, v T) (bool, error
 			}
 			k, err := keep(ctx, e.Value)
 			if err != nil {
-				Discard(e)
+				in.Discard(e)
 				return err
 			}
 			if !k {
-				Discard(e)
+				in.Discard(e)
 				continue
 			}
 			if err := out.Send(ctx, e); err != nil {

@@ -1,0 +1,82 @@
+package stage_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/stage"
+)
+
+func ExampleMap() {
+	g := flow.New("example")
+	sq := flow.Via(flow.FromSlice(g, "src", []int{1, 2, 3}), stage.Map("square", func(_ context.Context, v int) (int, error) {
+		return v * v, nil
+	}))
+	var got []int
+	flow.Collect(sq, "sink", &got)
+	_ = g.Run(context.Background())
+	fmt.Println(got)
+	// Output: [1 4 9]
+}
+
+func ExampleFilter() {
+	g := flow.New("example")
+	even := flow.Via(flow.FromSlice(g, "src", []int{1, 2, 3, 4}), stage.Filter("even", func(_ context.Context, v int) (bool, error) {
+		return v%2 == 0, nil
+	}))
+	var got []int
+	flow.Collect(even, "sink", &got)
+	_ = g.Run(context.Background())
+	fmt.Println(got)
+	// Output: [2 4]
+}
+
+func ExampleFlatMap() {
+	g := flow.New("example")
+	rep := flow.Via(flow.FromSlice(g, "src", []int{1, 2}), stage.FlatMap("repeat", func(_ context.Context, v int, emit func(int) error) error {
+		for range v {
+			if err := emit(v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	var got []int
+	flow.Collect(rep, "sink", &got)
+	_ = g.Run(context.Background())
+	fmt.Println(got)
+	// Output: [1 2 2]
+}
+
+func ExampleBatch() {
+	g := flow.New("example")
+	b := flow.Via(flow.FromSlice(g, "src", []int{1, 2, 3, 4, 5}), stage.Batch[int]("batch", 2, 0))
+	var got [][]int
+	flow.Collect(b, "sink", &got)
+	_ = g.Run(context.Background())
+	fmt.Println(got)
+	// Output: [[1 2] [3 4] [5]]
+}
+
+func ExampleOrderedParMap() {
+	g := flow.New("example")
+	out := flow.Via(flow.FromSlice(g, "src", []int{1, 2, 3, 4}), stage.OrderedParMap("double", 3, func(_ context.Context, v int) (int, error) {
+		return 2 * v, nil
+	}))
+	var got []int
+	flow.Collect(out, "sink", &got)
+	_ = g.Run(context.Background())
+	fmt.Println(got)
+	// Output: [2 4 6 8]
+}
+
+func ExampleTap() {
+	g := flow.New("example")
+	sum := 0
+	out := flow.Via(flow.FromSlice(g, "src", []int{1, 2, 3}), stage.Tap("sum", func(v int) { sum += v }))
+	flow.Sink(out, "sink", func(context.Context, int) error { return nil })
+	_ = g.Run(context.Background())
+	fmt.Println(sum)
+	// Output: 6
+}
