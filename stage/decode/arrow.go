@@ -39,7 +39,7 @@ func ArrowToFloat32(t *Tensor, col arrow.Array, elem []int) error {
 	}
 	rows := col.Len()
 	out := t.resetF32(rows * per)
-	t.setShape(append([]int{rows}, elem...)...)
+	t.Shape = append(append(t.Shape[:0], rows), elem...)
 	var copyRow func(dst []float32, start, end int64)
 	switch v := ll.ListValues().(type) {
 	case *array.Float32:
@@ -106,10 +106,10 @@ func ArrowToUint8(t *Tensor, col arrow.Array, elem []int) error {
 		return fmt.Errorf("arrow column (%s): %w", col.DataType(), err)
 	}
 	rows := col.Len()
-	row := func(i int) ([]byte, error) { return nil, nil }
+	var row func(i int) []byte
 	switch c := col.(type) {
 	case interface{ Value(int) []byte }:
-		row = func(i int) ([]byte, error) { return c.Value(i), nil }
+		row = c.Value
 	case array.ListLike:
 		var vals []byte
 		switch v := c.ListValues().(type) {
@@ -124,20 +124,20 @@ func ArrowToUint8(t *Tensor, col arrow.Array, elem []int) error {
 		default:
 			return fmt.Errorf("arrow column (%s): list values of type %s are not bytes", col.DataType(), v.DataType())
 		}
-		row = func(i int) ([]byte, error) {
+		row = func(i int) []byte {
 			s, e := c.ValueOffsets(i)
-			return vals[s:e], nil
+			return vals[s:e]
 		}
 	default:
 		return fmt.Errorf("arrow column (%s): want binary or a list of bytes", col.DataType())
 	}
 	out := t.resetU8(rows * per)
-	t.setShape(append([]int{rows}, elem...)...)
+	t.Shape = append(append(t.Shape[:0], rows), elem...)
 	for i := 0; i < rows; i++ {
 		if col.IsNull(i) {
 			return fmt.Errorf("arrow column (%s): row %d is null", col.DataType(), i)
 		}
-		b, _ := row(i)
+		b := row(i)
 		if len(b) != per {
 			return fmt.Errorf("arrow column (%s): row %d has %d bytes, shape %v needs %d", col.DataType(), i, len(b), elem, per)
 		}
