@@ -1,0 +1,51 @@
+# psiflow — the two set-up commands are `make run` and `make test`.
+# Everything they need is installed here (Debian packages via apt-get, Go
+# modules via go.mod); nothing is assumed to be installed by hand.
+
+GO       ?= go
+BIN      := bin/psiflow
+PKGS     := ./...
+# Packages the tests need at run time: TurboJPEG for the JPEG decoder, Pillow
+# as the decode reference.
+TEST_DEBS  := libturbojpeg0 python3-pil
+# Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
+BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
+
+.PHONY: all run build test test-short vet fmt-check deps bench-deps bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/psiflow
+
+# The main job on a built-in default: the demo pipeline over data it generates.
+run: deps build
+	./$(BIN) demo
+
+# All tests: gofmt check, go vet, every test with the race detector and shuffled order.
+test: deps fmt-check vet
+	$(GO) test -race -shuffle=on -timeout 9m $(PKGS)
+
+test-short: fmt-check vet
+	$(GO) test -short -timeout 5m $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# Installs the Debian packages the tests need, only when missing.
+deps:
+	@./scripts/apt-install.sh $(TEST_DEBS)
+
+bench-deps:
+	@./scripts/apt-install.sh $(BENCH_DEBS)
+
+# Benchmarks; results and the commands that made them are in docs/BENCHMARKS.md.
+bench: bench-deps
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestDispatch(t *testing.T) {
+	tests := []struct {
+		args       []string
+		code       int
+		out, errOut string
+	}{
+		{[]string{"help"}, 0, "demo", ""},
+		{[]string{"nope"}, 2, "", `unknown command "nope"`},
+		{[]string{"demo", "-items", "200", "-size", "1024", "-budget", "1048576"}, 0, "200 samples in", ""},
+		{[]string{"demo", "-items", "0"}, 2, "", "items 0"},
+		{[]string{"demo", "-bogus"}, 2, "", "flag provided but not defined"},
+		{[]string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := dispatch(context.Background(), &out, &errOut, tc.args)
+			if code != tc.code || !strings.Contains(out.String(), tc.out) || !strings.Contains(errOut.String()+out.String(), tc.errOut) {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+			}
+		})
+	}
+}
+
+func TestDemoSummaryTable(t *testing.T) {
+	var out bytes.Buffer
+	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-items", "300", "-size", "2048", "-batch", "10", "-budget", "1000000"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{"300 samples in 30 batches", "generate", "decode", "batch", "consume", "WAIT IN s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}
