@@ -283,8 +283,13 @@ func (g *Graph) Run(ctx context.Context) error {
 	eg, gctx := errgroup.WithContext(ctx)
 	for _, n := range g.nodes {
 		eg.Go(func() error {
+			// A context per node gives each its own Done channel: selecting on
+			// one channel shared by every goroutine of the graph would make
+			// them contend for its lock on every blocking queue operation.
+			nctx, cancel := context.WithCancel(gctx)
+			defer cancel()
 			n.metrics.Start(1)
-			err := stage.Protect(n.name, func() error { return n.run(gctx) })
+			err := stage.Protect(n.name, func() error { return n.run(nctx) })
 			n.metrics.Stop()
 			if n.closeOutputs != nil {
 				n.closeOutputs()
