@@ -107,9 +107,10 @@ func (s *memSource) loop(ctx context.Context, prev MemoryCounts) error {
 
 // Merge combines sources into one that delivers all their events. It ends when every
 // source has ended; Err joins their errors. If one source fails, the others keep
-// running until ctx is cancelled: cancel ctx (the one the sources were opened with)
-// to stop them all.
-func Merge(sources ...Source) Source {
+// running. ctx must be the context the sources were opened with (or one cancelled
+// with it): when it is cancelled, forwarding stops and the merged source ends once
+// every source has.
+func Merge(ctx context.Context, sources ...Source) Source {
 	m := &mergeSource{events: make(chan Event, 16)}
 	descs := ""
 	for i, s := range sources {
@@ -123,7 +124,15 @@ func Merge(sources ...Source) Source {
 	for _, s := range sources {
 		go func() {
 			for ev := range s.Events() {
-				m.events <- ev
+				select {
+				case m.events <- ev:
+					continue
+				case <-ctx.Done():
+				}
+				break
+			}
+			for range s.Events() {
+				// Drain: the source ends on the same ctx.
 			}
 			done <- s.Err()
 		}()
