@@ -1,0 +1,223 @@
+package decode
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/psiflow/psiflow/stage"
+)
+
+// Encoded is what the decode stage needs from an input element.
+type Encoded struct {
+	// Key names the sample in errors (a file path or a shard member).
+	Key string
+	// Data is the encoded image (JPEG or PNG).
+	Data []byte
+	// Label is carried into the output (e.g. an ImageFolder class index).
+	Label int64
+}
+
+// Sample is a decoded, transformed image. It comes from a pool: Release it
+// when done (a sink or [Collate] does), and it implements stage.Releaser and
+// stage.Sized.
+type Sample struct {
+	Key    string
+	Label  int64
+	Tensor Tensor
+	pool   *sync.Pool
+}
+
+// Release returns the sample's buffers to its pool. Call it once.
+func (s *Sample) Release() {
+	if s.pool != nil {
+		p := s.pool
+		s.pool = nil
+		s.Key = ""
+		p.Put(s)
+	}
+}
+
+// Size is the tensor's size in bytes.
+func (s *Sample) Size() int64 {
+	if s.Tensor.DType == Float32 {
+		return int64(len(s.Tensor.F32)) * 4
+	}
+	return int64(len(s.Tensor.U8))
+}
+
+// StageConfig configures [NewStage].
+type StageConfig struct {
+	// Workers is how many samples are decoded at once (≥ 1); each worker
+	// borrows one TurboJPEG handle and one [Processor].
+	Workers int
+	// Ordered keeps the input order (stage.OrderedParMap) instead of
+	// completion order.
+	Ordered bool
+	// Transform is applied after decoding.
+	Transform Transform
+}
+
+// NewStage returns a stage that decodes the elements' images with dec and
+// applies cfg.Transform, producing pooled [*Sample] values. get extracts the
+// encoded bytes from an input element; the input is released (if it is a
+// stage.Releaser) as soon as it has been decoded, successfully or not. A
+// decoding error stops the stage and names the sample.
+func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Encoded) (stage.Stage[I, *Sample], error) {
+	if dec == nil || get == nil {
+		return nil, fmt.Errorf("decode stage %q: nil decoder or accessor", name)
+	}
+	if cfg.Workers < 1 {
+		return nil, fmt.Errorf("decode stage %q: workers %d: must be at least 1", name, cfg.Workers)
+	}
+	if err := cfg.Transform.Validate(); err != nil {
+		return nil, fmt.Errorf("decode stage %q: %w", name, err)
+	}
+	procs := &processorPool{dec: dec, tr: cfg.Transform}
+	samples := &sync.Pool{}
+	samples.New = func() any { return &Sample{} }
+	f := func(ctx context.Context, v I) (*Sample, error) {
+		defer stage.ReleaseValue(v)
+		enc := get(v)
+		p, err := procs.get()
+		if err != nil {
+			return nil, err
+		}
+		defer procs.put(p)
+		s := samples.Get().(*Sample)
+		s.pool = samples
+		if err := p.Process(&s.Tensor, enc.Data, enc.Key); err != nil {
+			s.Release()
+			return nil, fmt.Errorf("decode stage %q: %w", name, err)
+		}
+		s.Key, s.Label = enc.Key, enc.Label
+		return s, nil
+	}
+	if cfg.Ordered {
+		return stage.OrderedParMap(name, cfg.Workers, f), nil
+	}
+	return stage.ParMap(name, cfg.Workers, f), nil
+}
+
+// processorPool hands out Processors (one per concurrent worker).
+type processorPool struct {
+	dec  *Decoder
+	tr   Transform
+	mu   sync.Mutex
+	free []*Processor
+	made uint64
+}
+
+func (p *processorPool) get() (*Processor, error) {
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		pr := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return pr, nil
+	}
+	p.made++
+	idx := p.made
+	p.mu.Unlock()
+	return NewProcessor(p.dec, p.tr, idx)
+}
+
+func (p *processorPool) put(pr *Processor) {
+	p.mu.Lock()
+	p.free = append(p.free, pr)
+	p.mu.Unlock()
+}
+
+// Batch is a collated batch: one tensor of shape [n, sample shape...], with
+// the samples' keys and labels. It comes from a pool: Release it when done.
+type Batch struct {
+	Keys   []string
+	Labels []int64
+	Tensor Tensor
+	pool   *sync.Pool
+}
+
+// Release returns the batch's buffers to its pool. Call it once.
+func (b *Batch) Release() {
+	if b.pool != nil {
+		p := b.pool
+		b.pool = nil
+		clear(b.Keys)
+		p.Put(b)
+	}
+}
+
+// Size is the batch tensor's size in bytes.
+func (b *Batch) Size() int64 {
+	if b.Tensor.DType == Float32 {
+		return int64(len(b.Tensor.F32)) * 4
+	}
+	return int64(len(b.Tensor.U8))
+}
+
+// Collate returns a stage that copies each slice of samples (from
+// stage.Batch) into one contiguous [*Batch] and releases the samples. All
+// samples of a batch must have the same shape and type, else the error names
+// the first sample that differs.
+func Collate(name string) stage.Stage[[]*Sample, *Batch] {
+	pool := &sync.Pool{}
+	pool.New = func() any { return &Batch{} }
+	return stage.Map(name, func(ctx context.Context, ss []*Sample) (*Batch, error) {
+		defer func() {
+			for _, s := range ss {
+				s.Release()
+			}
+		}()
+		b := pool.Get().(*Batch)
+		b.pool = pool
+		if err := collate(b, ss); err != nil {
+			b.Release()
+			return nil, fmt.Errorf("collate %q: %w", name, err)
+		}
+		return b, nil
+	})
+}
+
+func collate(b *Batch, ss []*Sample) error {
+	b.Keys, b.Labels = b.Keys[:0], b.Labels[:0]
+	if len(ss) == 0 {
+		b.Tensor.Shape = append(b.Tensor.Shape[:0], 0)
+		return nil
+	}
+	first := &ss[0].Tensor
+	per := first.Len()
+	b.Tensor.Shape = append(append(b.Tensor.Shape[:0], len(ss)), first.Shape...)
+	var u8 []uint8
+	var f32 []float32
+	if first.DType == Float32 {
+		f32 = b.Tensor.resetF32(per * len(ss))
+	} else {
+		u8 = b.Tensor.resetU8(per * len(ss))
+	}
+	for i, s := range ss {
+		t := &s.Tensor
+		if t.DType != first.DType || !sameShape(t.Shape, first.Shape) {
+			return fmt.Errorf("sample %s has %v %v, the batch %v %v", s.Key, t.DType, t.Shape, first.DType, first.Shape)
+		}
+		if f32 != nil {
+			copy(f32[i*per:(i+1)*per], t.F32)
+		} else {
+			copy(u8[i*per:(i+1)*per], t.U8)
+		}
+		b.Keys = append(b.Keys, s.Key)
+		b.Labels = append(b.Labels, s.Label)
+	}
+	return nil
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
