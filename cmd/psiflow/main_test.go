@@ -9,8 +9,8 @@ import (
 
 func TestDispatch(t *testing.T) {
 	tests := []struct {
-		args       []string
-		code       int
+		args        []string
+		code        int
 		out, errOut string
 	}{
 		{[]string{"help"}, 0, "demo", ""},
