@@ -636,7 +636,28 @@ func TestLeasesConcurrent(t *testing.T) {
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	// The "kernel": reclaims lazily freed pages of random chunks at random
+	// moments, also in the middle of a re-acquire. MADV_PAGEOUT affects only
+	// pages still lazily freed (no swap), so it never touches bytes in use.
+	stop := make(chan struct{})
+	kdone := make(chan struct{})
+	go func() {
+		defer close(kdone)
+		r := rand.New(rand.NewPCG(99, 1))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			i := r.IntN(a.Chunks())
+			_ = u.k.madvise(a.span(i), advisePageout)
+		}
+	}()
+	err = g.Wait()
+	close(stop)
+	<-kdone
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := u.CheckNoLeases(); err != nil {

@@ -77,15 +77,19 @@ func newMetrics(u *UMA, reg prometheus.Registerer) (*metrics, error) {
 		enable:  d("enable_preemptible", "1 when preemption is enabled (enable_preemptible)."),
 		mlock:   d("mlock_enabled", "1 while pin leases still call mlock."),
 	}
+	var done []prometheus.Collector
 	for _, c := range []prometheus.Collector{m.rehydrate, m.coll} {
 		if err := reg.Register(c); err != nil {
-			m.unregister()
+			for _, d := range done { // only what this call registered
+				reg.Unregister(d)
+			}
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
 				return nil, fmt.Errorf("uma: metrics already registered (one UMA per Registerer): %w", err)
 			}
 			return nil, fmt.Errorf("uma: registering metrics: %w", err)
 		}
+		done = append(done, c)
 	}
 	return m, nil
 }
