@@ -90,23 +90,36 @@ func (p *Processor) Image(data []byte, name string) (*Image, error) {
 		return nil, err
 	}
 	cur, spare := &p.a, &p.b
+	crop := max(p.tr.CenterCrop, p.tr.RandomCrop)
 	if p.tr.Resize > 0 {
 		// torchvision computes the size from the original image, not from a
 		// DCT-scaled decode whose sides were rounded up.
 		w, h := ShorterSide(cur.SrcW, cur.SrcH, p.tr.Resize)
-		if err := p.resizer.Resize(spare, cur, w, h); err != nil {
+		x0, y0, cw, ch := 0, 0, w, h
+		if crop > 0 && crop <= w && crop <= h {
+			// crop fused into the resize: only the kept pixels are computed
+			cw, ch = crop, crop
+			if p.tr.CenterCrop > 0 {
+				x0, y0 = CenterOffset(w, h, crop, crop)
+			} else {
+				y0, x0 = p.rng.IntN(h-crop+1), p.rng.IntN(w-crop+1)
+			}
+			crop = 0
+		}
+		if err := p.resizer.ResizeWindow(spare, cur, w, h, x0, y0, cw, ch); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		cur, spare = spare, cur
 	}
 	switch {
+	case crop == 0:
 	case p.tr.CenterCrop > 0:
-		if err := CenterCrop(spare, cur, p.tr.CenterCrop, p.tr.CenterCrop); err != nil {
+		if err := CenterCrop(spare, cur, crop, crop); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		cur = spare
-	case p.tr.RandomCrop > 0:
-		if err := RandomCrop(spare, cur, p.tr.RandomCrop, p.tr.RandomCrop, p.rng); err != nil {
+	default:
+		if err := RandomCrop(spare, cur, crop, crop, p.rng); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		cur = spare

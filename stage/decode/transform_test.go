@@ -321,3 +321,45 @@ func TestProcessorFlipAndSeed(t *testing.T) {
 		t.Errorf("only %d distinct random crops/flips in 20 draws", len(distinct))
 	}
 }
+
+// TestResizeWindow checks that a window of a resize is byte-identical to the
+// full resize followed by a crop, for random sizes and windows.
+func TestResizeWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var r Resizer
+	for i := 0; i < 60; i++ {
+		c := []int{1, 3, 4}[i%3]
+		sw, sh := 1+rng.IntN(90), 1+rng.IntN(90)
+		src := &Image{}
+		src.Reset(sw, sh, c)
+		for j := range src.Pix {
+			src.Pix[j] = uint8(rng.IntN(256))
+		}
+		w, h := 1+rng.IntN(120), 1+rng.IntN(120)
+		switch i % 5 {
+		case 0:
+			w = sw // no horizontal pass
+		case 1:
+			h = sh // no vertical pass
+		}
+		cw, ch := 1+rng.IntN(w), 1+rng.IntN(h)
+		x0, y0 := rng.IntN(w-cw+1), rng.IntN(h-ch+1)
+		var full, want, got Image
+		if err := r.Resize(&full, src, w, h); err != nil {
+			t.Fatal(err)
+		}
+		if err := Crop(&want, &full, x0, y0, cw, ch); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ResizeWindow(&got, src, w, h, x0, y0, cw, ch); err != nil {
+			t.Fatal(err)
+		}
+		if got.W != cw || got.H != ch || string(got.Pix) != string(want.Pix) {
+			t.Fatalf("case %d: %d×%d×%d → %d×%d window %d×%d at (%d,%d) differs from resize+crop", i, sw, sh, c, w, h, cw, ch, x0, y0)
+		}
+	}
+	var dst Image
+	if err := r.ResizeWindow(&dst, seq(10, 10, 3), 5, 5, 3, 0, 3, 5); err == nil {
+		t.Error("window outside the result accepted")
+	}
+}

@@ -1,0 +1,201 @@
+package decode
+
+import (
+	"sync"
+	"testing"
+)
+
+// benchJPEG is an ImageNet-like 500×375 q85 JPEG (≈100 KiB: noisy, so
+// Huffman decoding costs what it costs on photos).
+var benchJPEG = sync.OnceValue(func() []byte {
+	return encodeJPEG(&testing.B{}, synthRGB(500, 375, 1, 24), 85)
+})
+
+func reportRate(b *testing.B, cm *cpuMeter) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
+	cm.report(b)
+}
+
+// BenchmarkDecode is the per-core decode rate of one 500×375 JPEG from
+// memory into a reused buffer.
+func BenchmarkDecode(b *testing.B) {
+	data := benchJPEG()
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"turbojpeg", Options{Backend: BackendTurbo}},
+		{"turbojpeg-fastdct", Options{Backend: BackendTurbo, FastDCT: true}},
+		{"stdlib", Options{Backend: BackendStd}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d, err := NewDecoder(c.opts)
+			if err != nil {
+				b.Skip(err)
+			}
+			defer d.Close()
+			var m Image
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			cm := startCPU(b)
+			for b.Loop() {
+				if err := d.Decode(&m, data, "bench.jpg", 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, cm)
+		})
+	}
+}
+
+// BenchmarkDecodeScaled decodes a 1000×750 JPEG for a 128-pixel target:
+// DCT scaling picks 1/2 (375 ≥ 2 × 128… 1/4 gives 188 < 256).
+func BenchmarkDecodeScaled(b *testing.B) {
+	data := encodeJPEG(b, synthRGB(1000, 750, 2, 24), 85)
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"full", Options{Backend: BackendTurbo, NoDCTScaling: true}},
+		{"scaled", Options{Backend: BackendTurbo}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d, err := NewDecoder(c.opts)
+			if err != nil {
+				b.Skip(err)
+			}
+			defer d.Close()
+			var m Image
+			b.ReportAllocs()
+			cm := startCPU(b)
+			for b.Loop() {
+				if err := d.Decode(&m, data, "bench.jpg", 128); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, cm)
+		})
+	}
+}
+
+func benchImage(b *testing.B) *Image {
+	d, err := NewDecoder(Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	var m Image
+	if err := d.Decode(&m, benchJPEG(), "bench.jpg", 0); err != nil {
+		b.Fatal(err)
+	}
+	return &m
+}
+
+// BenchmarkResize is Resize(256) of a 500×375 RGB image (to 341×256).
+func BenchmarkResize(b *testing.B) {
+	src := benchImage(b)
+	var r Resizer
+	var dst Image
+	b.ReportAllocs()
+	cm := startCPU(b)
+	for b.Loop() {
+		if err := r.ResizeShorter(&dst, src, 256); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRate(b, cm)
+}
+
+// BenchmarkCenterCrop is CenterCrop(224) of a 341×256 image.
+func BenchmarkCenterCrop(b *testing.B) {
+	src := benchImage(b)
+	var r Resizer
+	var mid, dst Image
+	if err := r.ResizeShorter(&mid, src, 256); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	cm := startCPU(b)
+	for b.Loop() {
+		if err := CenterCrop(&dst, &mid, 224, 224); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRate(b, cm)
+}
+
+// BenchmarkToTensor converts a 224×224 crop to CHW, as uint8 and normalised float32.
+func BenchmarkToTensor(b *testing.B) {
+	src := seq(224, 224, 3)
+	for _, c := range []struct {
+		name string
+		norm *Normalizer
+	}{{"uint8", nil}, {"float32", ImageNet()}} {
+		b.Run(c.name, func(b *testing.B) {
+			var tt Tensor
+			b.ReportAllocs()
+			cm := startCPU(b)
+			for b.Loop() {
+				if err := ToTensor(&tt, src, CHW, c.norm); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, cm)
+		})
+	}
+}
+
+// BenchmarkTransform is Resize(256) + CenterCrop(224) + flip + CHW uint8 on
+// an already decoded 500×375 image: the transform cost alone.
+func BenchmarkTransform(b *testing.B) {
+	src := benchImage(b)
+	var r Resizer
+	var mid, crop Image
+	var tt Tensor
+	b.ReportAllocs()
+	cm := startCPU(b)
+	for b.Loop() {
+		if err := r.ResizeShorter(&mid, src, 256); err != nil {
+			b.Fatal(err)
+		}
+		if err := CenterCrop(&crop, &mid, 224, 224); err != nil {
+			b.Fatal(err)
+		}
+		HFlip(&crop)
+		if err := ToTensor(&tt, &crop, CHW, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRate(b, cm)
+}
+
+// BenchmarkProcess is the whole per-image work of the decode stage: decode +
+// Resize(256) + CenterCrop(224) + CHW uint8, per core.
+func BenchmarkProcess(b *testing.B) {
+	data := benchJPEG()
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{{"turbojpeg", Options{Backend: BackendTurbo}}, {"stdlib", Options{Backend: BackendStd}}} {
+		b.Run(c.name, func(b *testing.B) {
+			d, err := NewDecoder(c.opts)
+			if err != nil {
+				b.Skip(err)
+			}
+			defer d.Close()
+			p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224, Layout: CHW}, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var tt Tensor
+			b.ReportAllocs()
+			cm := startCPU(b)
+			for b.Loop() {
+				if err := p.Process(&tt, data, "bench.jpg"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, cm)
+		})
+	}
+}
