@@ -157,6 +157,8 @@ func startAlloc(t *testing.T, g *Group, mib int) (cgroupText string, finish func
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
+func osGetpid() int { return os.Getpid() }
+
 // blockingReader returns a reader that blocks until the test ends.
 func blockingReader(t *testing.T) io.Reader {
 	r, w, err := os.Pipe()

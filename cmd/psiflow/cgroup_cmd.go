@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/psiflow/psiflow/pressure/cgroup"
+)
+
+func init() {
+	register(command{
+		name:    "cgroup run",
+		summary: "run a command in a new cgroup with memory, cpu and pids limits, as its subreaper",
+		run:     runCgroupRun,
+	})
+	register(command{
+		name:    "cgroup show",
+		summary: "show the cgroup layout and this process's (or a PID's) limits, usage and events",
+		run:     runCgroupShow,
+	})
+}
+
+// byteSize is a flag value in bytes that accepts KiB, MiB, GiB and TiB suffixes.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	v, err := parseByteSize(s)
+	*b = byteSize(v)
+	return err
+}
+
+// parseByteSize parses "123", "64KiB", "512MiB", "2GiB", "1TiB" (also K, M, G, T as
+// binary multiples); "max" and "-1" mean no limit (-1).
+func parseByteSize(s string) (int64, error) {
+	if s == "max" || s == "-1" {
+		return -1, nil
+	}
+	mult := int64(1)
+	num := s
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("size %q: want bytes with an optional KiB, MiB, GiB or TiB suffix", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+func runCgroupRun(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("cgroup run", stdout)
+	name := fs.String("name", "", "group name under psiflow/ (default run-<pid>)")
+	memMax, memHigh := byteSize(-1), byteSize(-1)
+	fs.Var(&memMax, "memory-max", "hard memory limit (e.g. 8GiB; max for none)")
+	fs.Var(&memHigh, "memory-high", "memory throttling limit (v2 memory.high; v1 soft limit)")
+	cpus := fs.Float64("cpus", 0, "cpu quota in CPUs (e.g. 1.5); 0 for none")
+	adaptive := fs.String("adaptive-cpus", "", "adapt the cpu quota between MIN:MAX CPUs (raise 10% when throttled >500ms/s, lower when idle)")
+	weight := fs.Uint64("cpu-weight", 0, "cpu weight 1-10000 (v1: converted to shares); 0 to leave")
+	pidsMax := fs.Int64("pids-max", -1, "task limit; -1 for none")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return fmt.Errorf("%w: no command to run (psiflow cgroup run [flags] -- command args...)", errUsage)
+	}
+	if *name == "" {
+		*name = "run-" + strconv.Itoa(os.Getpid())
+	}
+	g, err := cgroup.New(*name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := g.Remove(); err != nil {
+			fmt.Fprintf(os.Stderr, "psiflow cgroup run: %v\n", err)
+		}
+	}()
+	if err := applyLimits(g, int64(memMax), int64(memHigh), *cpus, *weight, *pidsMax); err != nil {
+		return err
+	}
+	var ctl *cgroup.QuotaController
+	if *adaptive != "" {
+		lo, hi, ok := strings.Cut(*adaptive, ":")
+		minC, err1 := strconv.ParseFloat(lo, 64)
+		maxC, err2 := strconv.ParseFloat(hi, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return fmt.Errorf("%w: -adaptive-cpus %q: want MIN:MAX CPUs", errUsage, *adaptive)
+		}
+		p := cgroup.DefaultCPUPeriod
+		ctl, err = cgroup.NewQuotaController(g, cgroup.QuotaConfig{
+			Min: time.Duration(minC * float64(p)), Max: time.Duration(maxC * float64(p)),
+			OnChange: func(d cgroup.QuotaDecision) {
+				fmt.Fprintf(os.Stderr, "psiflow cgroup run: cpu quota %.2f -> %.2f CPUs (%s)\n", float64(d.Old)/float64(p), float64(d.New)/float64(p), d.Reason)
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	return runInGroup(ctx, stdout, g, argv, ctl)
+}
+
+func applyLimits(g *cgroup.Group, memMax, memHigh int64, cpus float64, weight uint64, pidsMax int64) error {
+	if memMax >= 0 {
+		if err := g.SetMemoryMax(memMax); err != nil {
+			return err
+		}
+	}
+	if memHigh >= 0 {
+		if err := g.SetMemoryHigh(memHigh); err != nil {
+			return err
+		}
+	}
+	if cpus > 0 {
+		if err := g.SetCPUMax(time.Duration(cpus*float64(cgroup.DefaultCPUPeriod)), cgroup.DefaultCPUPeriod); err != nil {
+			return err
+		}
+	}
+	if weight > 0 {
+		if err := g.SetCPUWeight(weight); err != nil {
+			return err
+		}
+	}
+	if pidsMax >= 0 {
+		if err := g.SetPidsMax(pidsMax); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runInGroup starts argv in g as this process's child, reaps orphans while it runs,
+// reports forks refused by pids.max, kills the group when ctx is cancelled, and prints a
+// summary of the group's usage and events.
+func runInGroup(ctx context.Context, stdout io.Writer, g *cgroup.Group, argv []string, ctl *cgroup.QuotaController) error {
+	subreaper := cgroup.SetChildSubreaper(true) == nil
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
+	start := time.Now()
+	if err := g.Start(cmd); err != nil {
+		return err
+	}
+	child := cmd.Process.Pid
+	bg, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var workers int
+	launch := func(f func()) {
+		workers++
+		go func() { defer func() { done <- struct{}{} }(); f() }()
+	}
+	if subreaper {
+		r := cgroup.NewReaper(func(pid int) bool { return pid == child }, nil)
+		launch(func() { _ = r.Run(bg, time.Second) })
+	}
+	launch(func() {
+		_ = cgroup.WatchPids(bg, g, 0, func(total, delta uint64) {
+			fmt.Fprintf(os.Stderr, "psiflow cgroup run: %d forks refused by pids.max (%d in all)\n", delta, total)
+		})
+	})
+	if ctl != nil {
+		launch(func() {
+			if err := ctl.Run(bg); err != nil && !errors.Is(err, context.Canceled) {
+				fmt.Fprintf(os.Stderr, "psiflow cgroup run: %v\n", err)
+			}
+		})
+	}
+	launch(func() {
+		select {
+		case <-ctx.Done():
+			_ = g.Kill(5 * time.Second)
+		case <-bg.Done():
+		}
+	})
+	waitErr := cmd.Wait()
+	stop()
+	for range workers {
+		<-done
+	}
+	if subreaper {
+		_ = cgroup.SetChildSubreaper(false)
+	}
+	printGroupSummary(stdout, g, time.Since(start))
+	if waitErr != nil {
+		return fmt.Errorf("%s in cgroup %s: %w", argv[0], g.Name(), waitErr)
+	}
+	return ctx.Err()
+}
+
+func printGroupSummary(w io.Writer, g *cgroup.Group, elapsed time.Duration) {
+	fmt.Fprintf(w, "cgroup %s (%s): ran %v", g.Name(), g.Layout(), elapsed.Round(time.Millisecond))
+	if ev, err := g.MemoryEvents(); err == nil {
+		fmt.Fprintf(w, "; memory max events %d, oom kills %d", ev.Max, ev.OOMKill)
+	}
+	if st, err := g.CPUStat(); err == nil {
+		if st.Usage >= 0 {
+			fmt.Fprintf(w, "; cpu %v", st.Usage.Round(time.Millisecond))
+		}
+		fmt.Fprintf(w, ", throttled %d/%d periods (%v)", st.Throttled, st.Periods, st.ThrottledTime.Round(time.Millisecond))
+	}
+	if n, err := g.PidsEvents(); err == nil {
+		fmt.Fprintf(w, "; forks refused %d", n)
+	}
+	fmt.Fprintln(w)
+}
+
+func runCgroupShow(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("cgroup show", stdout)
+	pid := fs.Int("pid", 0, "show this process's cgroup instead of psiflow's own")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	tree, err := cgroup.DefaultTree()
+	if err != nil {
+		return err
+	}
+	var g *cgroup.Group
+	if *pid > 0 {
+		g, err = tree.Process(*pid)
+	} else {
+		g, err = tree.Self()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "layout: %s\n", tree.Layout())
+	fmt.Fprintf(stdout, "group: %s\n", g.Name())
+	if d := g.V2Dir(); d != "" {
+		fmt.Fprintf(stdout, "  cgroup2: %s\n", d)
+	}
+	for _, c := range []string{"memory", "cpu", "cpuacct", "pids", "blkio"} {
+		if d, err := g.V1Dir(c); err == nil {
+			fmt.Fprintf(stdout, "  v1 %s: %s\n", c, d)
+		}
+	}
+	show := func(label string, f func() (string, error)) {
+		v, err := f()
+		if err != nil {
+			v = "unavailable: " + err.Error()
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", label, v)
+	}
+	show("memory limit", func() (string, error) {
+		b, limited, err := g.MemoryLimit()
+		if !limited {
+			return "none", err
+		}
+		return gib(b), err
+	})
+	show("effective memory limit", func() (string, error) {
+		if *pid > 0 {
+			return "", errors.New("only for psiflow itself")
+		}
+		b, src, err := tree.SelfMemoryLimit()
+		return gib(b) + " from " + src, err
+	})
+	show("memory current", func() (string, error) { b, err := g.MemoryCurrent(); return gib(b), err })
+	show("memory events", func() (string, error) { ev, err := g.MemoryEvents(); return fmt.Sprintf("%+v", ev), err })
+	show("cpu max", func() (string, error) {
+		q, p, limited, err := g.CPUMax()
+		if !limited {
+			return "none", err
+		}
+		return fmt.Sprintf("%v per %v (%.2f CPUs)", q, p, float64(q)/float64(p)), err
+	})
+	show("cpu weight", func() (string, error) { w, err := g.CPUWeight(); return strconv.FormatUint(w, 10), err })
+	show("cpu stat", func() (string, error) { st, err := g.CPUStat(); return fmt.Sprintf("%+v", st), err })
+	show("pids", func() (string, error) {
+		n, err := g.PidsCurrent()
+		if err != nil {
+			return "", err
+		}
+		ev, err := g.PidsEvents()
+		return fmt.Sprintf("%d tasks, %d forks refused", n, ev), err
+	})
+	show("memory.pressure", func() (string, error) { return g.PressurePath("memory") })
+	return nil
+}
+
+var _ flag.Value = (*byteSize)(nil)

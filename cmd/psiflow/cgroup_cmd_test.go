@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseByteSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"123", 123, false}, {"64KiB", 64 << 10, false}, {"512MiB", 512 << 20, false}, {"2GiB", 2 << 30, false},
+		{"1.5G", 3 << 29, false}, {"max", -1, false}, {"-1", -1, false}, {"x", 0, true}, {"-5", 0, true}, {"MiB", 0, true},
+	}
+	for _, tc := range tests {
+		got, err := parseByteSize(tc.in)
+		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
+			t.Errorf("parseByteSize(%q) = %d, %v; want %d, err %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func needCgroups(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("needs Linux and root to create cgroups")
+	}
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+}
+
+func TestCgroupRun(t *testing.T) {
+	needCgroups(t)
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		out     string
+		errPart string
+	}{
+		{"ok", []string{"cgroup", "run", "-memory-max", "256MiB", "-cpus", "1", "-pids-max", "64", "-cpu-weight", "200", "--", "/bin/sh", "-c", "echo hello"}, 0, "hello\ncgroup psiflow/test-TestCgroupRun_ok-", ""},
+		{"exit status", []string{"cgroup", "run", "--", "/bin/sh", "-c", "exit 3"}, 1, "oom kills 0", "exit status 3"},
+		{"oom", []string{"cgroup", "run", "-memory-max", "32MiB", "--", "/bin/sh", "-c", "x=$(head -c 100000000 /dev/zero | tr '\\0' a); echo done"}, 1, "oom kills 1", "killed"},
+		{"no command", []string{"cgroup", "run", "-memory-max", "1GiB"}, 2, "", "no command"},
+		{"bad size", []string{"cgroup", "run", "-memory-max", "lots", "--", "/bin/true"}, 2, "", "size \"lots\""},
+		{"bad adaptive", []string{"cgroup", "run", "-adaptive-cpus", "2", "--", "/bin/true"}, 2, "", "MIN:MAX"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append([]string(nil), tc.args...)
+			if i := indexOf(args, "run"); i >= 0 {
+				name := "-name=test-" + strings.ReplaceAll(t.Name(), "/", "_") + "-" + itoaPid()
+				args = append(args[:i+1], append([]string{name}, args[i+1:]...)...)
+			}
+			code := dispatch(context.Background(), &out, &errOut, args)
+			if code != tc.code || !strings.Contains(out.String(), tc.out) || !strings.Contains(errOut.String(), tc.errPart) {
+				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, tc.code, out.String(), errOut.String())
+			}
+		})
+	}
+}
+
+func TestCgroupShow(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("Linux-only")
+	}
+	var out, errOut bytes.Buffer
+	if code := dispatch(context.Background(), &out, &errOut, []string{"cgroup", "show"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"layout: ", "group: ", "effective memory limit: ", "memory.pressure: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("show lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+func itoaPid() string { return strconv.Itoa(os.Getpid()) }
