@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """Per-core JPEG decode rate of Pillow, for psiflow's decode benchmark.
 
-Usage: pil_decode_bench.py SECONDS FILE...
+Usage: pil_decode_bench.py SECONDS [--transform] FILE...
+
+With --transform each image is also resized (shorter side 256, BILINEAR, the
+longer side int(256 * long / short), as torchvision's Resize(256)) and
+center-cropped to 224x224 (torchvision's CenterCrop rounding).
 
 Reads every FILE into memory once, then decodes them round-robin from memory
 (Image.open(BytesIO).convert("RGB"), as torchvision's ImageFolder loader does)
 for about SECONDS seconds on one thread and prints one line:
-"images N seconds S rate R" (R in images per second).
+"images N seconds S cpu C" (wall and process CPU seconds).
 """
 import io
 import sys
@@ -15,27 +19,46 @@ import time
 from PIL import Image
 
 
+def work(b, transform):
+    img = Image.open(io.BytesIO(b)).convert("RGB")
+    if transform:
+        w, h = img.size
+        size = (256, int(256 * h / w)) if w <= h else (int(256 * w / h), 256)
+        img = img.resize(size, Image.BILINEAR)
+        w, h = img.size
+        left, top = int(round((w - 224) / 2.0)), int(round((h - 224) / 2.0))
+        img = img.crop((left, top, left + 224, top + 224))
+        img.load()
+    return img
+
+
 def main():
     seconds = float(sys.argv[1])
+    args = sys.argv[2:]
+    transform = bool(args) and args[0] == "--transform"
+    if transform:
+        args = args[1:]
     blobs = []
-    for path in sys.argv[2:]:
+    for path in args:
         with open(path, "rb") as f:
             blobs.append(f.read())
     # warm up: one pass
     for b in blobs:
-        Image.open(io.BytesIO(b)).convert("RGB")
+        work(b, transform)
     n = 0
+    cpu0 = time.process_time()
     start = time.perf_counter()
     deadline = start + seconds
     while True:
         for b in blobs:
-            Image.open(io.BytesIO(b)).convert("RGB")
+            work(b, transform)
             n += 1
         now = time.perf_counter()
         if now >= deadline:
             break
     el = now - start
-    print("images %d seconds %.6f rate %.3f" % (n, el, n / el))
+    cpu = time.process_time() - cpu0
+    print("images %d seconds %.6f cpu %.6f" % (n, el, cpu))
 
 
 if __name__ == "__main__":
