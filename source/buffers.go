@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -39,13 +40,14 @@ var ErrClosed = errors.New("source: closed")
 // slot get a separate aligned mapping that is not registered (counted in
 // [PoolStats.Oversize]). Pool is safe for concurrent use.
 type Pool struct {
-	mem      []byte
-	slotSize int
-	slots    []poolBuffer
-	free     chan *poolBuffer
-	closed   atomic.Bool
-	inUse    atomic.Int64
-	oversize atomic.Int64
+	mem       []byte
+	slotSize  int
+	slots     []poolBuffer
+	free      chan *poolBuffer
+	closed    atomic.Bool
+	unmapOnce sync.Once
+	inUse     atomic.Int64
+	oversize  atomic.Int64
 }
 
 type poolBuffer struct {
@@ -62,12 +64,14 @@ func (b *poolBuffer) Release() {
 	if !b.released.CompareAndSwap(false, true) {
 		return
 	}
-	b.p.inUse.Add(-1)
 	if b.own {
 		unmapAligned(b.b)
-		return
+	} else {
+		b.p.free <- b
 	}
-	b.p.free <- b
+	if b.p.inUse.Add(-1) == 0 && b.p.closed.Load() {
+		b.p.unmap()
+	}
 }
 
 // PoolStats are a pool's counters.
@@ -138,16 +142,21 @@ func (p *Pool) Stats() PoolStats {
 	return PoolStats{Slots: len(p.slots), SlotSize: p.slotSize, InUse: p.inUse.Load(), Oversize: p.oversize.Load()}
 }
 
-// Close unmaps the pool. It fails if buffers are still in use (their memory would vanish under them).
+// Close stops allocation and unmaps the pool once every buffer handed out
+// has been released (at once when none is in use).
 func (p *Pool) Close() error {
-	if n := p.inUse.Load(); n != 0 {
-		return fmt.Errorf("source: closing pool with %d buffers in use", n)
-	}
 	if !p.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	unmapAligned(p.mem)
+	if p.inUse.Load() == 0 {
+		p.unmap()
+	}
 	return nil
+}
+
+// unmap releases the region exactly once.
+func (p *Pool) unmap() {
+	p.unmapOnce.Do(func() { unmapAligned(p.mem) })
 }
 
 func roundUp(n, a int) int { return (n + a - 1) / a * a }

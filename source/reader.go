@@ -100,7 +100,8 @@ type Completion struct {
 	Err error
 }
 
-// ReadError is a failed read: it names the file and the offset.
+// ReadError is a failed read: it names the file and the offset (Off < 0
+// when no byte offset is known, as inside an Arrow IPC record batch).
 type ReadError struct {
 	Path string
 	Off  int64
@@ -109,6 +110,9 @@ type ReadError struct {
 }
 
 func (e *ReadError) Error() string {
+	if e.Off < 0 {
+		return fmt.Sprintf("%s %s: %v", e.Op, e.Path, e.Err)
+	}
 	return fmt.Sprintf("%s %s at offset %d: %v", e.Op, e.Path, e.Off, e.Err)
 }
 
@@ -260,8 +264,8 @@ type Status struct {
 var uringReason = sync.OnceValue(uringUnavailable)
 
 var (
-	statusOnce sync.Once
-	status     Status
+	statusOnce  sync.Once
+	status      Status
 	fallbackLog sync.Once
 )
 

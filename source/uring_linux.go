@@ -314,4 +314,3 @@ func (r *uringReader) Close() error {
 	}
 	return nil
 }
-

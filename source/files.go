@@ -1,0 +1,408 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Files is a dataset of whole files, one sample per file.
+type Files struct {
+	paths []string
+}
+
+// NewFiles returns a dataset of the given files, in the given order.
+func NewFiles(paths []string) *Files { return &Files{paths: slices.Clone(paths)} }
+
+// Glob returns a dataset of the files matching the patterns, each pattern's
+// matches sorted. A pattern that matches nothing is an error.
+func Glob(patterns ...string) (*Files, error) {
+	var paths []string
+	for _, p := range patterns {
+		m, err := filepath.Glob(p)
+		if err != nil {
+			return nil, fmt.Errorf("source: glob %q: %w", p, err)
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("source: glob %q matches no file", p)
+		}
+		slices.Sort(m)
+		paths = append(paths, m...)
+	}
+	return &Files{paths: paths}, nil
+}
+
+// Dir returns a dataset of the regular files under root (recursively, in
+// lexical order) whose names end with one of exts (all files when none).
+func Dir(root string, exts ...string) (*Files, error) {
+	var paths []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if len(exts) == 0 || slices.ContainsFunc(exts, func(e string) bool { return strings.HasSuffix(p, e) }) {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("source: listing %s: %w", root, err)
+	}
+	return &Files{paths: paths}, nil
+}
+
+// Paths returns the dataset's files in their base order.
+func (d *Files) Paths() []string { return slices.Clone(d.paths) }
+
+// Samples starts an epoch over the files for one rank: Next returns one
+// Sample per file whose single field is named after the file's extension.
+// The order is the rank's share of the epoch's file order, then the bounded
+// shuffle; it does not depend on timing. Reads run on Workers readers with
+// up to QueueDepth reads each in flight.
+func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
+	r, err := resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	order := r.rankShards(len(d.paths))
+	order = shuffleRefs(order, r.ShuffleBuffer, r.sampleRNG())
+	start := 0
+	if r.Resume != nil {
+		start = int(min(max(r.Resume.Next, 0), int64(len(order))))
+	}
+	backend := r.Reader.Backend
+	if backend == "" {
+		backend = IOStatus().Backend
+	}
+	workers := r.Workers
+	if workers <= 0 {
+		workers = defaultWorkers(backend)
+	}
+	it := &fileIter{d: d, r: r, order: order, next: start, skip: skipper{skip: r.Skip, max: r.MaxSkips}}
+	if r.Buffers == nil {
+		pool, err := NewPool(workers*r.Reader.QueueDepth+8, 256<<10)
+		if err != nil {
+			return nil, err
+		}
+		it.pool = pool
+		r.Buffers = pool
+		it.r.Buffers = pool
+	}
+	it.r.Reader.Buffers = r.Buffers
+	// Probe the backend before starting goroutines so a forced but missing
+	// io_uring is reported by Samples, not by the first Next.
+	probe, err := NewReader(it.r.Reader)
+	if err != nil {
+		it.closePool()
+		return nil, err
+	}
+	probe.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	it.cancel = cancel
+	it.results = make([]chan fileResult, workers)
+	jobs := make([]chan fileJob, workers)
+	for i := range jobs {
+		jobs[i] = make(chan fileJob, r.Reader.QueueDepth)
+		it.results[i] = make(chan fileResult, r.Reader.QueueDepth)
+	}
+	it.wg.Add(1 + workers)
+	go func() {
+		defer it.wg.Done()
+		it.admit(ctx, jobs)
+	}()
+	for i := range workers {
+		go func() {
+			defer it.wg.Done()
+			it.work(ctx, jobs[i], it.results[i])
+		}()
+	}
+	return it, nil
+}
+
+type fileJob struct {
+	k    int
+	path string
+	f    *File
+	buf  Buffer
+	err  error
+}
+
+type fileResult struct {
+	fileJob
+	n    int
+	done bool
+}
+
+type fileIter struct {
+	d       *Files
+	r       resolved
+	order   []int
+	next    int
+	skip    skipper
+	pool    *Pool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	results []chan fileResult
+	err     error
+	closed  bool
+}
+
+// admit opens files and takes permit, budget and buffer in consumption
+// order, so the sample Next needs next is always admitted before later ones.
+func (it *fileIter) admit(ctx context.Context, jobs []chan fileJob) {
+	defer func() {
+		for _, j := range jobs {
+			close(j)
+		}
+	}()
+	w := len(jobs)
+	for k := it.next; k < len(it.order); k++ {
+		path := it.d.paths[it.order[k]]
+		job := fileJob{k: k, path: path}
+		job.f, job.err = openFile(path, &it.r.Reader)
+		if job.err == nil {
+			job.buf, job.err = it.admitRead(ctx, job.f.Size)
+			if job.err != nil {
+				job.f.Close()
+				job.f = nil
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		}
+		select {
+		case jobs[k%w] <- job:
+		case <-ctx.Done():
+			job.release(it.r.Budget)
+			return
+		}
+	}
+}
+
+func (it *fileIter) admitRead(ctx context.Context, size int64) (Buffer, error) {
+	if it.r.Gate != nil {
+		if err := it.r.Gate.Acquire(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if it.r.Budget != nil && size > 0 {
+		if err := it.r.Budget.Acquire(ctx, size); err != nil {
+			if it.r.Gate != nil {
+				it.r.Gate.Release()
+			}
+			return nil, err
+		}
+	}
+	b, err := it.r.Buffers.Alloc(ctx, int(size))
+	if err != nil {
+		if it.r.Gate != nil {
+			it.r.Gate.Release()
+		}
+		if it.r.Budget != nil && size > 0 {
+			it.r.Budget.Release(size)
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// release undoes the admission of a job that will not be returned.
+func (j *fileJob) release(budget Budget) {
+	if j.buf != nil {
+		j.buf.Release()
+		j.buf = nil
+		if budget != nil && j.f != nil && j.f.Size > 0 {
+			budget.Release(j.f.Size)
+		}
+	}
+	if j.f != nil {
+		j.f.Close()
+		j.f = nil
+	}
+}
+
+// work reads its share of the jobs on its own reader and passes the results
+// on in job order.
+func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fileResult) {
+	defer close(out)
+	opts := it.r.Reader
+	reader, err := NewReader(opts)
+	var fifo []*fileResult
+	defer func() {
+		if reader != nil {
+			reader.Close() // waits for reads in flight
+		}
+		for _, r := range fifo {
+			r.release(it.r.Budget)
+		}
+		for j := range jobs {
+			j.release(it.r.Budget)
+		}
+	}()
+	comps := make([]Completion, opts.QueueDepth)
+	open := true
+	for {
+		for len(fifo) > 0 && fifo[0].done {
+			select {
+			case out <- *fifo[0]:
+				fifo = fifo[1:]
+			case <-ctx.Done():
+				return
+			}
+		}
+		if !open && len(fifo) == 0 {
+			return
+		}
+		inflight := 0
+		if reader != nil {
+			inflight = reader.InFlight()
+		}
+		if open && inflight < opts.QueueDepth {
+			var job fileJob
+			var ok, got bool
+			if inflight == 0 {
+				select {
+				case job, ok = <-jobs:
+					got = true
+				case <-ctx.Done():
+					return
+				}
+			} else {
+				select {
+				case job, ok = <-jobs:
+					got = true
+				default:
+				}
+			}
+			if got {
+				if !ok {
+					open = false
+					continue
+				}
+				res := &fileResult{fileJob: job}
+				fifo = append(fifo, res)
+				switch {
+				case job.err != nil:
+					res.done = true
+				case err != nil:
+					res.err, res.done = err, true
+				default:
+					if err := reader.Submit(Request{File: job.f, Buf: job.buf.Bytes(), Permit: it.r.Gate, Tag: res}); err != nil {
+						res.err, res.done = err, true
+						if it.r.Gate != nil {
+							it.r.Gate.Release()
+						}
+					}
+				}
+				continue
+			}
+		}
+		if inflight == 0 {
+			continue
+		}
+		n, err := reader.Reap(ctx, comps, 1)
+		if err != nil {
+			for _, r := range fifo {
+				if !r.done {
+					r.err, r.done = err, true
+				}
+			}
+			continue
+		}
+		for _, c := range comps[:n] {
+			res := c.Tag.(*fileResult)
+			res.n, res.err, res.done = c.N, c.Err, true
+			if res.err == nil && int64(c.N) != res.f.Size {
+				res.err = &ReadError{Op: "read", Path: res.path, Off: int64(c.N), Err: fmt.Errorf("file ended after %d of %d bytes", c.N, res.f.Size)}
+			}
+		}
+		clear(comps[:n])
+	}
+}
+
+func (it *fileIter) Next(ctx context.Context) (*Sample, error) {
+	for {
+		if it.err != nil {
+			return nil, it.err
+		}
+		if it.closed {
+			return nil, ErrClosed
+		}
+		if it.next >= len(it.order) {
+			return nil, io.EOF
+		}
+		var res fileResult
+		var ok bool
+		select {
+		case res, ok = <-it.results[it.next%len(it.results)]:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		if !ok || res.k != it.next {
+			it.err = fmt.Errorf("source: file reader stopped before entry %d (%s)", it.next, it.d.paths[it.order[it.next]])
+			return nil, it.err
+		}
+		it.next++
+		if res.err != nil {
+			res.release(it.r.Budget)
+			if err := it.skip.handle(res.err); err != nil {
+				it.err = err
+				return nil, err
+			}
+			continue
+		}
+		res.f.Close()
+		s := &Sample{Key: res.path, Shard: res.path, bufs: []Buffer{res.buf}, budget: it.r.Budget, bytes: res.f.Size}
+		s.Fields = []Field{{Name: extOf(res.path), Data: res.buf.Bytes()[:res.n]}}
+		return s, nil
+	}
+}
+
+// extOf returns the extension of path's base name without the dot: "jpg" for "a/b.c.jpg".
+func extOf(path string) string {
+	e := filepath.Ext(path)
+	return strings.TrimPrefix(e, ".")
+}
+
+func (it *fileIter) Position() Position {
+	p := it.r.position()
+	p.Next = int64(it.next)
+	return p
+}
+
+func (it *fileIter) Skipped() int64 { return it.skip.skipped }
+
+func (it *fileIter) Close() error {
+	if it.closed {
+		return nil
+	}
+	it.closed = true
+	it.cancel()
+	done := make(chan struct{})
+	go func() {
+		for _, ch := range it.results {
+			for r := range ch {
+				r.release(it.r.Budget)
+			}
+		}
+		close(done)
+	}()
+	it.wg.Wait()
+	<-done
+	return it.closePool()
+}
+
+func (it *fileIter) closePool() error {
+	if it.pool == nil {
+		return nil
+	}
+	return it.pool.Close()
+}

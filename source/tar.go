@@ -1,0 +1,490 @@
+package source
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"strings"
+)
+
+// TarShards is a dataset of tar files in WebDataset layout: consecutive
+// members whose paths share a key (the path up to the first dot of the base
+// name) form one sample, each member a field named by the rest of the base
+// name ("0001.jpg" and "0001.cls" are fields "jpg" and "cls" of sample "0001").
+type TarShards struct {
+	paths []string
+}
+
+// NewTar returns a dataset of the given tar shards in the given order.
+func NewTar(paths []string) *TarShards { return &TarShards{paths: slices.Clone(paths)} }
+
+// TarGlob returns a dataset of the tar shards matching patterns (each sorted).
+func TarGlob(patterns ...string) (*TarShards, error) {
+	f, err := Glob(patterns...)
+	if err != nil {
+		return nil, err
+	}
+	return &TarShards{paths: f.paths}, nil
+}
+
+// Paths returns the shards in their base order.
+func (d *TarShards) Paths() []string { return slices.Clone(d.paths) }
+
+// SplitKey splits a member path into its sample key and field name.
+func SplitKey(name string) (key, field string) {
+	dir, base := path.Split(name)
+	if i := strings.IndexByte(base, '.'); i >= 0 {
+		return dir + base[:i], base[i+1:]
+	}
+	return name, ""
+}
+
+// Samples starts an epoch over the shards for one rank. Shards are streamed
+// one at a time in chunks of ChunkSize with up to min(QueueDepth, 8) reads in
+// flight, each admitted by the Gate; samples are copied out of the chunks and
+// charged to the Budget when Next returns them. With ShuffleBuffer > 0 the
+// buffer holds that many samples' bytes (not charged to the Budget). Next,
+// Position and Close must be called from one goroutine.
+func (d *TarShards) Samples(opts Options) (Iterator[*Sample], error) {
+	r, err := resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	reader, err := NewReader(r.Reader)
+	if err != nil {
+		return nil, err
+	}
+	it := &tarIter{d: d, r: r, reader: reader, shards: r.rankShards(len(d.paths)), skip: skipper{skip: r.Skip, max: r.MaxSkips}}
+	it.depth = min(r.Reader.QueueDepth, 8)
+	if r.Buffers == nil {
+		pool, err := NewPool(it.depth+1, r.ChunkSize)
+		if err != nil {
+			reader.Close()
+			return nil, err
+		}
+		it.pool, it.r.Buffers = pool, pool
+	}
+	it.src = r.sampleRNG()
+	if p := r.Resume; p != nil {
+		it.consumed = p.Next
+		it.shard, it.offset = p.Shard, p.Offset
+		if len(p.RNG) > 0 {
+			if err := it.src.UnmarshalBinary(p.RNG); err != nil {
+				it.Close()
+				return nil, fmt.Errorf("source: resume position: shuffle state: %w", err)
+			}
+		}
+		for _, ref := range p.Pending {
+			s, err := it.readRef(context.Background(), ref)
+			if err != nil {
+				it.Close()
+				return nil, fmt.Errorf("source: resume position: %w", err)
+			}
+			it.buf = append(it.buf, pending{s, ref})
+		}
+	}
+	it.rng = rand.New(it.src)
+	return it, nil
+}
+
+type pending struct {
+	s   *Sample
+	ref Ref
+}
+
+type tarIter struct {
+	d      *TarShards
+	r      resolved
+	reader Reader
+	pool   *Pool
+	depth  int
+	shards []int
+	skip   skipper
+
+	shard  int   // index in shards of the shard being streamed
+	offset int64 // where the next sample of that shard starts
+	stream *chunkStream
+	tr     *tar.Reader
+	ahead  *member // first member of the next sample, already read
+
+	buf      []pending
+	src      *rand.PCG
+	rng      *rand.Rand
+	consumed int64
+	err      error
+	closed   bool
+}
+
+type member struct {
+	key, field string
+	start, end int64 // header start, padded data end
+	data       []byte
+}
+
+func (it *tarIter) Next(ctx context.Context) (*Sample, error) {
+	if it.closed {
+		return nil, ErrClosed
+	}
+	if it.err != nil {
+		return nil, it.err
+	}
+	size := it.r.ShuffleBuffer
+	for {
+		p, err := it.readSample(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				it.err = err
+				return nil, err
+			}
+			it.closeStream()
+			it.shard++
+			it.offset = 0
+			it.consumed++
+			if serr := it.skip.handle(err); serr != nil {
+				it.err = serr
+				return nil, serr
+			}
+			continue
+		}
+		if size <= 1 {
+			return it.emit(ctx, p)
+		}
+		if len(it.buf) < size {
+			it.buf = append(it.buf, p)
+			continue
+		}
+		j := it.rng.IntN(size)
+		out := it.buf[j]
+		it.buf[j] = p
+		return it.emit(ctx, out)
+	}
+	if len(it.buf) == 0 {
+		return nil, io.EOF
+	}
+	j := it.rng.IntN(len(it.buf))
+	out := it.buf[j]
+	it.buf[j] = it.buf[len(it.buf)-1]
+	it.buf[len(it.buf)-1] = pending{}
+	it.buf = it.buf[:len(it.buf)-1]
+	return it.emit(ctx, out)
+}
+
+func (it *tarIter) emit(ctx context.Context, p pending) (*Sample, error) {
+	if it.r.Budget != nil && p.s.bytes > 0 {
+		if err := it.r.Budget.Acquire(ctx, p.s.bytes); err != nil {
+			it.err = err // the sample is lost to this iterator; resume from a Position taken before
+			return nil, err
+		}
+		p.s.budget = it.r.Budget
+	}
+	it.consumed++
+	return p.s, nil
+}
+
+// readSample reads the next sample of the stream, opening shards as needed; io.EOF when none is left.
+func (it *tarIter) readSample(ctx context.Context) (pending, error) {
+	for {
+		if it.shard >= len(it.shards) {
+			return pending{}, io.EOF
+		}
+		if it.stream == nil {
+			if err := it.openStream(ctx); err != nil {
+				return pending{}, err
+			}
+		}
+		it.stream.ctx = ctx
+		first := it.ahead
+		it.ahead = nil
+		if first == nil {
+			m, err := it.nextMember()
+			if err == io.EOF {
+				it.closeStream()
+				it.shard++
+				it.offset = 0
+				continue
+			}
+			if err != nil {
+				return pending{}, err
+			}
+			first = m
+		}
+		shardPath := it.d.paths[it.shards[it.shard]]
+		s := &Sample{Key: first.key, Shard: shardPath, Off: first.start}
+		s.Fields = append(s.Fields, Field{Name: first.field, Data: first.data})
+		s.bytes = int64(len(first.data))
+		ref := Ref{Shard: it.shards[it.shard], Off: first.start, End: first.end}
+		for {
+			m, err := it.nextMember()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return pending{}, err
+			}
+			if m.key != s.Key {
+				it.ahead = m
+				break
+			}
+			s.Fields = append(s.Fields, Field{Name: m.field, Data: m.data})
+			s.bytes += int64(len(m.data))
+			ref.End = m.end
+		}
+		it.offset = ref.End
+		if it.ahead != nil {
+			it.offset = it.ahead.start
+		}
+		return pending{s, ref}, nil
+	}
+}
+
+func (it *tarIter) openStream(ctx context.Context) error {
+	p := it.d.paths[it.shards[it.shard]]
+	f, err := it.reader.Open(p)
+	if err != nil {
+		return err
+	}
+	it.stream = &chunkStream{ctx: ctx, it: it, f: f, pos: it.offset, next: it.offset}
+	it.tr = tar.NewReader(it.stream)
+	return nil
+}
+
+func (it *tarIter) closeStream() {
+	if it.stream != nil {
+		it.stream.close()
+		it.stream, it.tr, it.ahead = nil, nil, nil
+	}
+}
+
+// nextMember reads the next regular member of the open stream.
+func (it *tarIter) nextMember() (*member, error) {
+	for {
+		start := (it.stream.pos + 511) / 512 * 512 // Next skips the previous member's padding first
+		h, err := it.tr.Next()
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		if err != nil {
+			return nil, it.tarError(start, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		data := make([]byte, h.Size)
+		dataStart := it.stream.pos
+		if _, err := io.ReadFull(it.tr, data); err != nil {
+			return nil, it.tarError(it.stream.pos, fmt.Errorf("member %s: %w", h.Name, err))
+		}
+		key, field := SplitKey(h.Name)
+		return &member{key: key, field: field, start: start, end: dataStart + (h.Size+511)/512*512, data: data}, nil
+	}
+}
+
+func (it *tarIter) tarError(off int64, err error) error {
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	var re *ReadError
+	if errors.As(err, &re) {
+		return err
+	}
+	return &ReadError{Op: "tar", Path: it.d.paths[it.shards[it.shard]], Off: off, Err: err}
+}
+
+// readRef reads one sample back from its Ref (used on resume).
+func (it *tarIter) readRef(ctx context.Context, ref Ref) (*Sample, error) {
+	if ref.Shard < 0 || ref.Shard >= len(it.d.paths) || ref.End < ref.Off {
+		return nil, fmt.Errorf("source: bad sample reference %+v", ref)
+	}
+	p := it.d.paths[ref.Shard]
+	f, err := it.reader.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, ref.End-ref.Off)
+	if err := it.reader.Submit(Request{File: f, Off: ref.Off, Buf: buf}); err != nil {
+		return nil, err
+	}
+	c := make([]Completion, 1)
+	if _, err := it.reader.Reap(ctx, c, 1); err != nil {
+		return nil, err
+	}
+	if c[0].Err != nil {
+		return nil, c[0].Err
+	}
+	tr := tar.NewReader(bytes.NewReader(buf[:c[0].N]))
+	s := &Sample{Shard: p, Off: ref.Off}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, &ReadError{Op: "tar", Path: p, Off: ref.Off, Err: err}
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, &ReadError{Op: "tar", Path: p, Off: ref.Off, Err: err}
+		}
+		key, field := SplitKey(h.Name)
+		s.Key = key
+		s.Fields = append(s.Fields, Field{Name: field, Data: data})
+		s.bytes += int64(len(data))
+	}
+	if len(s.Fields) == 0 {
+		return nil, &ReadError{Op: "tar", Path: p, Off: ref.Off, Err: errors.New("no member at reference")}
+	}
+	return s, nil
+}
+
+func (it *tarIter) Position() Position {
+	p := it.r.position()
+	p.Next = it.consumed
+	p.Shard, p.Offset = it.shard, it.offset
+	for _, b := range it.buf {
+		p.Pending = append(p.Pending, b.ref)
+	}
+	if it.r.ShuffleBuffer > 1 {
+		p.RNG, _ = it.src.MarshalBinary()
+	}
+	return p
+}
+
+func (it *tarIter) Skipped() int64 { return it.skip.skipped }
+
+func (it *tarIter) Close() error {
+	if it.closed {
+		return nil
+	}
+	it.closed = true
+	it.closeStream()
+	for _, p := range it.buf {
+		p.s.Release()
+	}
+	it.buf = nil
+	err := it.reader.Close()
+	if it.pool != nil {
+		it.pool.Close()
+	}
+	return err
+}
+
+// chunkStream is an io.Reader over a file read in chunks through the
+// iterator's Reader, several chunks ahead.
+type chunkStream struct {
+	ctx   context.Context
+	it    *tarIter
+	f     *File
+	pos   int64 // bytes consumed by the parser
+	next  int64 // offset of the next chunk to submit
+	queue []*chunk
+	err   error
+}
+
+type chunk struct {
+	off  int64
+	buf  Buffer
+	data []byte
+	done bool
+	err  error
+}
+
+func (c *chunkStream) Read(p []byte) (int, error) {
+	for {
+		if c.err != nil {
+			return 0, c.err
+		}
+		if len(c.queue) > 0 && c.queue[0].done {
+			h := c.queue[0]
+			if h.err != nil {
+				c.err = h.err
+				return 0, h.err
+			}
+			if len(h.data) > 0 {
+				n := copy(p, h.data)
+				h.data = h.data[n:]
+				c.pos += int64(n)
+				return n, nil
+			}
+			h.buf.Release()
+			c.queue = c.queue[1:]
+			continue
+		}
+		if err := c.fill(); err != nil {
+			c.err = err
+			return 0, err
+		}
+		if len(c.queue) == 0 {
+			return 0, io.EOF
+		}
+		if err := c.reap(); err != nil {
+			c.err = err
+			return 0, err
+		}
+	}
+}
+
+// fill submits chunk reads until depth are queued or the file is covered.
+func (c *chunkStream) fill() error {
+	it := c.it
+	for len(c.queue) < it.depth && c.next < c.f.Size {
+		n := int(min(int64(it.r.ChunkSize), c.f.Size-c.next))
+		buf, err := Admit(c.ctx, it.r.Gate, it.r.Buffers, n)
+		if err != nil {
+			return err
+		}
+		ch := &chunk{off: c.next, buf: buf}
+		if err := it.reader.Submit(Request{File: c.f, Off: c.next, Buf: buf.Bytes(), Permit: it.r.Gate, Tag: ch}); err != nil {
+			buf.Release()
+			if it.r.Gate != nil {
+				it.r.Gate.Release()
+			}
+			return err
+		}
+		c.queue = append(c.queue, ch)
+		c.next += int64(n)
+	}
+	return nil
+}
+
+func (c *chunkStream) reap() error {
+	var comps [8]Completion
+	n, err := c.it.reader.Reap(c.ctx, comps[:], 1)
+	if err != nil {
+		return err
+	}
+	for _, cp := range comps[:n] {
+		ch := cp.Tag.(*chunk)
+		ch.done, ch.err, ch.data = true, cp.Err, cp.Buf[:cp.N]
+		if cp.Err == nil && cp.N < len(cp.Buf) {
+			ch.err = &ReadError{Op: "read", Path: c.f.Path, Off: ch.off + int64(cp.N), Err: io.ErrUnexpectedEOF}
+		}
+	}
+	return nil
+}
+
+func (c *chunkStream) close() {
+	c.ctx = context.Background() // reads in flight must land before their buffers go back
+	for c.it.reader.InFlight() > 0 {
+		if err := c.reap(); err != nil {
+			break
+		}
+	}
+	for _, ch := range c.queue {
+		ch.buf.Release()
+	}
+	c.queue = nil
+	c.f.Close()
+}
