@@ -380,16 +380,16 @@ func (g *Group) Kill(timeout time.Duration) error {
 
 func (g *Group) killAll(timeout time.Duration) error {
 	dirs := g.dirs()
-	usedKill := false
-	if g.v2 != "" {
-		if p := filepath.Join(g.v2, "cgroup.kill"); exists(p) {
-			if err := writeFile(p, "1"); err == nil {
-				usedKill = true
-			}
-		}
-	}
 	deadline := time.Now().Add(timeout)
 	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		// cgroup.kill (Linux 5.14+) also catches tasks forked while we look; the PIDs
+		// listed in the v1 hierarchies (where a task may have been moved on its own) are
+		// killed one by one.
+		if g.v2 != "" {
+			if p := filepath.Join(g.v2, "cgroup.kill"); exists(p) {
+				_ = writeFile(p, "1")
+			}
+		}
 		pids, err := g.pids(dirs)
 		if err != nil {
 			return err
@@ -397,10 +397,8 @@ func (g *Group) killAll(timeout time.Duration) error {
 		if len(pids) == 0 {
 			return nil
 		}
-		if !usedKill || time.Now().After(deadline.Add(-timeout/2)) {
-			for _, pid := range pids {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("processes %v still in the group after %v", pids, timeout)

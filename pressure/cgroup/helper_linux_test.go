@@ -155,8 +155,6 @@ func startAlloc(t *testing.T, g *Group, mib int) (cgroupText string, finish func
 	return "", nil
 }
 
-func itoa(i int) string { return strconv.Itoa(i) }
-
 func osGetpid() int { return os.Getpid() }
 
 // blockingReader returns a reader that blocks until the test ends.

@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -307,5 +308,40 @@ func TestNewRejectsBadNames(t *testing.T) {
 		if _, err := tree.New(name); err == nil {
 			t.Errorf("New(%q) succeeded", name)
 		}
+	}
+}
+
+func TestRemoveStale(t *testing.T) {
+	f := fakeFiles{}
+	for k, v := range fakeHybrid {
+		f[k] = v
+	}
+	// A group of a process that cannot exist (PID above pid_max), one of this live
+	// process, and one without the prefix.
+	for _, h := range []string{"unified", "memory", "pids"} {
+		f[h+"/psiflow/test-dead-2147483647/"] = ""
+		f[h+"/psiflow/test-live-"+itoa(os.Getpid())+"/"] = ""
+		f[h+"/psiflow/job-2147483647/"] = ""
+	}
+	tree, _, root := openFake(t, f)
+	removed, err := tree.RemoveStale("test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != "test-dead-2147483647" {
+		t.Fatalf("removed %v; want only test-dead-2147483647", removed)
+	}
+	for _, h := range []string{"unified", "memory", "pids"} {
+		if exists(filepath.Join(root, h, "psiflow/test-dead-2147483647")) {
+			t.Errorf("%s: stale group left", h)
+		}
+		for _, keep := range []string{"test-live-" + itoa(os.Getpid()), "job-2147483647"} {
+			if !exists(filepath.Join(root, h, "psiflow", keep)) {
+				t.Errorf("%s: %s removed", h, keep)
+			}
+		}
+	}
+	if _, err := tree.RemoveStale(""); err == nil {
+		t.Error("empty prefix accepted")
 	}
 }

@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"os"
+	"strconv"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -14,5 +15,11 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(envChild); mode != "" {
 		os.Exit(childMain(mode))
 	}
+	// Groups left by an earlier run of these tests that was killed (timeout, SIGKILL).
+	if tree, err := DefaultTree(); err == nil && os.Geteuid() == 0 {
+		_, _ = tree.RemoveStale("test-")
+	}
 	goleak.VerifyTestMain(m)
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
