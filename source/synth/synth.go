@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -22,6 +23,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"golang.org/x/sync/errgroup"
 )
 
 // Image describes the synthetic JPEGs: size, quality and noise. The defaults
@@ -74,21 +76,29 @@ func JPEG(im Image, seed uint64, i int) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// JPEGFiles writes n images to dir as 00000000.jpg, 00000001.jpg, … and returns their paths.
+// JPEGFiles writes n images (on GOMAXPROCS goroutines) to dir as 00000000.jpg, 00000001.jpg, … and returns their paths.
 func JPEGFiles(dir string, n int, im Image, seed uint64) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
 	paths := make([]string, n)
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i := range n {
-		b, err := JPEG(im, seed, i)
-		if err != nil {
-			return nil, err
-		}
 		paths[i] = filepath.Join(dir, fmt.Sprintf("%08d.jpg", i))
-		if err := os.WriteFile(paths[i], b, 0o644); err != nil {
-			return nil, fmt.Errorf("synth: %w", err)
-		}
+		g.Go(func() error {
+			b, err := JPEG(im, seed, i)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(paths[i], b, 0o644); err != nil {
+				return fmt.Errorf("synth: %w", err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return paths, nil
 }

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"go.uber.org/goleak"
 	"testing"
 )
 
@@ -50,3 +51,5 @@ func TestWriters(t *testing.T) {
 		})
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
