@@ -7,8 +7,9 @@
 //
 //   - Finding the layout ([DetectLayout], [OpenTree]) and the calling process's groups
 //     ([Self]), and the effective memory limit of the process ([SelfMemoryLimit]).
-//   - Creating and removing child groups ([New], [Group.Remove]) and starting a program
-//     inside one so that its memory is charged there from its first page ([Group.Start]).
+//   - Creating and removing child groups ([New], [Group.Remove], [Group.Kill],
+//     [Tree.RemoveStale] for groups of dead processes) and starting a program inside one
+//     so that its memory is charged there from its first page ([Group.Start]).
 //   - Limits: memory max/high, cpu quota and weight, io weight and throttling, pids.
 //   - Statistics: memory usage and events, cpu.stat throttling, pids.events.
 //   - An adaptive cpu quota controller ([QuotaController]), a pids.events watcher
