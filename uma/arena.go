@@ -48,6 +48,10 @@ type ArenaOptions struct {
 	Rehydrate RehydrateFunc
 	// Policy is the post-GPU-load policy (default PolicyEvictCPU).
 	Policy Policy
+	// NoHugePages skips the MADV_HUGEPAGE hint. By default arenas ask for
+	// transparent huge pages: far fewer TLB misses when a re-acquire touches
+	// and hashes a whole chunk. The hint is advisory; errors are ignored.
+	NoHugePages bool
 }
 
 type chunk struct {
@@ -118,6 +122,9 @@ func (u *UMA) newArena(name string, size int64, opts ArenaOptions, pool *Pool) (
 		delete(u.arenas, name)
 		u.mu.Unlock()
 		return nil, fmt.Errorf("uma: arena %q: %w", name, err)
+	}
+	if !opts.NoHugePages {
+		_ = u.k.madvise(mem, adviseHugePage) // advisory: THP may be off
 	}
 	a := &Arena{u: u, name: name, mem: mem, size: size, chunkSize: cs, pool: pool, fn: opts.Rehydrate}
 	a.policy.Store(int32(opts.Policy))
@@ -410,14 +417,20 @@ func (s *acquireSpec) runCheck() error {
 	return s.check()
 }
 
-// touchPages writes every page of b without changing it: an atomic add of
-// zero to the first word of each page. Being a write, it cancels MADV_FREE on
-// a page that is still lazily freed (the kernel then keeps its data) and
-// faults a fresh zero page into one that was already reclaimed. A plain
-// b[i] = b[i] could be removed by the compiler; an atomic cannot.
+// touchPages writes every page of b without changing it: the first word of
+// each page is read and the same value written back. Being a write, it
+// cancels MADV_FREE on a page that is still lazily freed (the kernel then
+// keeps its data) and faults a fresh zero page into one that was already
+// reclaimed. If the kernel reclaims a page between the read and the write,
+// the page ends up holding one old word and zeros: still a page the kernel
+// can no longer take, whose content the checksum then judges. The read is an
+// atomic load so that the compiler cannot fold "store what was just loaded"
+// away (a plain b[i] = b[i] may be removed); the store is plain so that the
+// CPU overlaps the cache misses of many pages (a locked add serialises them).
 func touchPages(b []byte, page int) {
 	for off := 0; off+4 <= len(b); off += page {
-		atomic.AddUint32((*uint32)(unsafe.Pointer(&b[off])), 0)
+		p := (*uint32)(unsafe.Pointer(&b[off]))
+		*p = atomic.LoadUint32(p)
 	}
 }
 
@@ -487,6 +500,9 @@ func (a *Arena) touchLocked(lo, hi int, op string) {
 // Hydrate makes the range resident and intact now (re-hydrating EVICTED
 // chunks, verifying PREEMPTIBLE ones), without taking a lease.
 func (a *Arena) Hydrate(ctx context.Context, off, n int64) error {
+	if a.pool != nil {
+		return fmt.Errorf("uma: hydrate pool %q: pool memory has no source", a.name)
+	}
 	lo, hi, err := a.chunkRange(off, n)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ const (
 	adviseFree     advice = iota // MADV_FREE: lazy free, cancelled by a write
 	adviseDontNeed               // MADV_DONTNEED: immediate zero and uncharge
 	advisePageout                // MADV_PAGEOUT: reclaim now (anonymous: only after MADV_FREE without swap)
+	adviseHugePage               // MADV_HUGEPAGE: back with transparent huge pages where possible
 )
 
 func (a advice) String() string {
@@ -22,6 +23,8 @@ func (a advice) String() string {
 		return "MADV_DONTNEED"
 	case advisePageout:
 		return "MADV_PAGEOUT"
+	case adviseHugePage:
+		return "MADV_HUGEPAGE"
 	}
 	return "MADV(?)"
 }

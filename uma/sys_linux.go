@@ -41,6 +41,8 @@ func (linuxKernel) madvise(b []byte, a advice) error {
 		adv = unix.MADV_DONTNEED
 	case advisePageout:
 		adv = unix.MADV_PAGEOUT
+	case adviseHugePage:
+		adv = unix.MADV_HUGEPAGE
 	default:
 		return fmt.Errorf("madvise: unknown advice %d", a)
 	}
