@@ -534,7 +534,7 @@ func (a *Arena) Write(ctx context.Context, off int64, p []byte) error {
 		check: func() error {
 			for i := lo; i <= hi; i++ {
 				if a.chunks[i].txs > 0 {
-					return fmt.Errorf("uma: write to chunk %s: %w: it is %s", a.id(i), ErrLeased, LockedTx)
+					return fmt.Errorf("uma: write to chunk %s refused while a transfer reads it (%s): %w", a.id(i), LockedTx, ErrLeased)
 				}
 			}
 			return nil

@@ -122,6 +122,7 @@ type UMA struct {
 	rehydrations atomic.Int64
 	rate         faultRate
 	metrics      *metrics
+	clock        func() int64 // tests only
 }
 
 type leaseCounts struct {
@@ -226,8 +227,14 @@ func (u *UMA) Faults() int64 { return u.faults.Load() }
 // function (reclaimed PREEMPTIBLE chunks plus EVICTED ones).
 func (u *UMA) Rehydrations() int64 { return u.rehydrations.Load() }
 
-// now is the ledger clock: monotonic nanoseconds since New.
-func (u *UMA) now() int64 { return int64(time.Since(u.start)) }
+// now is the ledger clock: monotonic nanoseconds since New (tests may
+// replace it with a counter).
+func (u *UMA) now() int64 {
+	if u.clock != nil {
+		return u.clock()
+	}
+	return int64(time.Since(u.start))
+}
 
 // bump increments the ledger version. Called with mu held.
 func (u *UMA) bump() { u.version++ }
