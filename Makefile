@@ -3,6 +3,8 @@
 # modules via go.mod); nothing is assumed to be installed by hand.
 
 GO       ?= go
+# go-nvml's cgo preamble declares deprecated NVML functions; keep the build quiet.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN      := bin/psiflow
 PKGS     := ./...
 # Packages the tests need at run time: TurboJPEG for the JPEG decoder, Pillow
