@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Per-core JPEG decode rate of Pillow, for psiflow's decode benchmark.
 
-Usage: pil_decode_bench.py SECONDS [--transform] FILE...
+Usage: pil_decode_bench.py SECONDS [--load | --transform] FILE...
 
-With --transform each image is also resized (shorter side 256, BILINEAR, the
+With --load the image is only decoded (Image.open(BytesIO).load(), no
+conversion: the pure libjpeg-turbo cost plus Pillow's overhead). With
+--transform each image is also resized (shorter side 256, BILINEAR, the
 longer side int(256 * long / short), as torchvision's Resize(256)) and
 center-cropped to 224x224 (torchvision's CenterCrop rounding).
 
@@ -20,6 +22,10 @@ from PIL import Image
 
 
 def work(b, transform):
+    if transform == "load":
+        img = Image.open(io.BytesIO(b))
+        img.load()
+        return img
     img = Image.open(io.BytesIO(b)).convert("RGB")
     if transform:
         w, h = img.size
@@ -35,8 +41,9 @@ def work(b, transform):
 def main():
     seconds = float(sys.argv[1])
     args = sys.argv[2:]
-    transform = bool(args) and args[0] == "--transform"
-    if transform:
+    transform = None
+    if args and args[0] in ("--transform", "--load"):
+        transform = args[0][2:]
         args = args[1:]
     blobs = []
     for path in args:

@@ -121,10 +121,12 @@ func run(dir string, rounds int, seconds float64, limit int, transform bool, scr
 		wall, cpu := time.Since(t0).Seconds(), (threadCPU() - c0).Seconds()
 		return result{float64(n) / wall, float64(n) / cpu}, nil
 	}
-	pyRun := func() (result, error) {
+	pyRun := func(load bool) (result, error) {
 		args := []string{script, strconv.FormatFloat(seconds, 'f', -1, 64)}
 		if transform {
 			args = append(args, "--transform")
+		} else if load {
+			args = append(args, "--load")
 		}
 		out, err := exec.Command("/usr/bin/python3", append(args, files...)...).CombinedOutput()
 		if err != nil {
@@ -140,11 +142,15 @@ func run(dir string, rounds int, seconds float64, limit int, transform bool, scr
 		}
 		return result{}, fmt.Errorf("pillow: unexpected output %q", out)
 	}
-	names := []string{"psiflow turbojpeg", "psiflow stdlib", "Pillow"}
+	names := []string{"psiflow turbojpeg", "psiflow stdlib", "Pillow convert"}
 	runs := []func() (result, error){
 		func() (result, error) { return goRun(decode.BackendTurbo) },
 		func() (result, error) { return goRun(decode.BackendStd) },
-		pyRun,
+		func() (result, error) { return pyRun(false) },
+	}
+	if !transform {
+		names = append(names, "Pillow load")
+		runs = append(runs, func() (result, error) { return pyRun(true) })
 	}
 	res := make([][]result, len(names))
 	for r := 0; r < rounds; r++ {

@@ -1,0 +1,84 @@
+package decode_test
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+
+	"github.com/psiflow/psiflow/stage/decode"
+)
+
+func samplePNG(w, h int) []byte {
+	m := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			m.Set(x, y, color.RGBA{uint8(x), uint8(y), 128, 255})
+		}
+	}
+	var b bytes.Buffer
+	_ = png.Encode(&b, m)
+	return b.Bytes()
+}
+
+// Decode an image and apply torchvision's Resize(256) + CenterCrop(224),
+// producing a normalised CHW float32 tensor.
+func ExampleProcessor() {
+	dec, err := decode.NewDecoder(decode.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer dec.Close()
+	p, err := decode.NewProcessor(dec, decode.Transform{
+		Resize: 256, CenterCrop: 224, Layout: decode.CHW, Normalize: decode.ImageNet(),
+	}, 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var t decode.Tensor
+	if err := p.Process(&t, samplePNG(400, 300), "sample.png"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(t.DType, t.Shape)
+	// Output: float32 [3 224 224]
+}
+
+// Resize the shorter side to 256 as torchvision's Resize(256) does.
+func ExampleResizer() {
+	dec, _ := decode.NewDecoder(decode.Options{})
+	defer dec.Close()
+	var src, dst decode.Image
+	if err := dec.Decode(&src, samplePNG(500, 375), "a.png", 0); err != nil {
+		fmt.Println(err)
+		return
+	}
+	var r decode.Resizer
+	if err := r.ResizeShorter(&dst, &src, 256); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(dst.W, dst.H)
+	// Output: 341 256
+}
+
+// Decoding errors name the sample.
+func ExampleDecoder_Decode() {
+	dec, _ := decode.NewDecoder(decode.Options{})
+	defer dec.Close()
+	var m decode.Image
+	err := dec.Decode(&m, []byte("not an image"), "shard-3/000042.jpg", 0)
+	fmt.Println(err)
+	// Output: decode shard-3/000042.jpg (unknown): unrecognised data (first bytes 6e 6f 74 20 61 6e 20 69)
+}
+
+// Which JPEG decoder is in use, and why not TurboJPEG when it is not.
+func ExampleDecoder_FallbackReason() {
+	dec, _ := decode.NewDecoder(decode.Options{Backend: decode.BackendStd})
+	defer dec.Close()
+	fmt.Println(dec.Backend(), "-", dec.FallbackReason())
+	// Output: stdlib - standard library selected by configuration
+}
