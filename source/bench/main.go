@@ -1,0 +1,701 @@
+//go:build linux
+
+// Command bench measures psiflow's io_uring and pread readers against fio on
+// the same files, side by side in alternating rounds:
+//
+//   - cached: 1 MiB reads of a file pinned in the page cache (mmap+mlock),
+//     two workers reading disjoint halves;
+//   - direct: cold O_DIRECT 1 MiB reads of the same file;
+//   - small: cold reads of whole ~110 KB files (ImageNet-like sizes),
+//     through the psiflow Files dataset (open, stat, read, close);
+//   - fadvise: page-cache residency of the small files and of a streamed
+//     large file with DropCache off and on.
+//
+// It reports throughput (median and range over rounds) and CPU seconds per
+// GB (getrusage: the process for psiflow, its children for fio), and whether
+// each goal of the reader issue is met. Data (≤ 1.5 GiB) is written under
+// -dir and removed at the end. Run it as root (mlock of the cached file).
+//
+// Usage: go run ./source/bench [-dir /var/tmp] [-rounds 5] [-fio fio] [-quick]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/psiflow/psiflow/source"
+	"golang.org/x/sys/unix"
+)
+
+var (
+	dirFlag    = flag.String("dir", "/var/tmp", "directory for the benchmark data (a disk, not tmpfs)")
+	rounds     = flag.Int("rounds", 5, "alternating rounds per case")
+	fioBin     = flag.String("fio", "fio", "fio binary (empty: skip fio)")
+	quick      = flag.Bool("quick", false, "small data and 2 rounds (smoke test)")
+	bigMiB     = flag.Int("big", 1024, "size of the large file in MiB")
+	smallCount = flag.Int("small", 4000, "number of small files")
+)
+
+type result struct {
+	name   string
+	gbps   []float64
+	cpuGB  []float64 // CPU seconds per GB
+	detail string
+}
+
+func (r *result) add(bytes int64, wall, cpu time.Duration) {
+	gb := float64(bytes) / 1e9
+	r.gbps = append(r.gbps, gb/wall.Seconds())
+	r.cpuGB = append(r.cpuGB, cpu.Seconds()/gb)
+}
+
+func med(v []float64) (m, lo, hi float64) {
+	if len(v) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	return s[len(s)/2], s[0], s[len(s)-1]
+}
+
+type contender struct {
+	name string
+	fio  bool
+	run  func() (bytes int64, wall, cpu time.Duration, err error)
+}
+
+func main() {
+	flag.Parse()
+	if *quick {
+		*rounds, *bigMiB, *smallCount = 2, 128, 300
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	dir, err := os.MkdirTemp(*dirFlag, "psiflow-source-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if *fioBin != "" {
+		if _, err := exec.LookPath(*fioBin); err != nil {
+			fmt.Printf("fio not found (%v): fio columns skipped\n", err)
+			*fioBin = ""
+		}
+	}
+	st := source.IOStatus()
+	host, _ := os.Hostname()
+	fmt.Printf("# psiflow source bench — %s, %s, GOMAXPROCS=%d, backend probe: %s %s\n", time.Now().UTC().Format(time.RFC3339), host, runtime.GOMAXPROCS(0), st.Backend, st.Reason)
+
+	big := filepath.Join(dir, "big.bin")
+	bigSize := int64(*bigMiB) << 20
+	if err := writeRandom(big, bigSize, 1); err != nil {
+		return err
+	}
+	smallDir := filepath.Join(dir, "small")
+	smallPaths, smallBytes, err := writeSmall(smallDir, *smallCount)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("data: %s (%d MiB), %d small files (%d bytes, %d on average) in %s\n\n", big, bigSize>>20, len(smallPaths), smallBytes, smallBytes/int64(len(smallPaths)), smallDir)
+
+	var all []*result
+	// 1. cached 1 MiB reads, file pinned with mmap+mlock.
+	unpin, err := pin(big)
+	if err != nil {
+		return fmt.Errorf("pin %s in the page cache: %w", big, err)
+	}
+	loops := max(1, int(4<<30/bigSize)) // ≈4 GiB per run
+	cached := []contender{
+		{name: "psiflow io_uring, 2 rings qd4 fixed", run: func() (int64, time.Duration, time.Duration, error) {
+			return readRange(big, bigSize, source.BackendURing, 2, 4, 1<<20, false, loops)
+		}},
+		{name: "psiflow pread, 2 workers", run: func() (int64, time.Duration, time.Duration, error) {
+			return readRange(big, bigSize, source.BackendPread, 2, 1, 1<<20, false, loops)
+		}},
+	}
+	cached = append(cached, fioContenders(big, bigSize, fioCase{jobs: 2, bs: "1m", loops: loops, invalidate: 0}, []fioEngine{
+		{"psync", "psync", 1, ""}, {"io_uring qd4", "io_uring", 4, ""}, {"io_uring qd4 fixedbufs", "io_uring", 4, "--fixedbufs"},
+	})...)
+	res, err := rotate("cached 1 MiB reads (pinned), 2 workers", cached)
+	unpin()
+	if err != nil {
+		return err
+	}
+	all = append(all, res...)
+	report := []caseReport{{"cached 1 MiB", res}}
+
+	// 2. cold O_DIRECT 1 MiB reads.
+	direct := []contender{
+		{name: "psiflow io_uring, 1 ring qd64 fixed O_DIRECT", run: func() (int64, time.Duration, time.Duration, error) {
+			return readRange(big, bigSize, source.BackendURing, 1, 64, 1<<20, true, 1)
+		}},
+		{name: "psiflow io_uring, 2 rings qd32 fixed O_DIRECT", run: func() (int64, time.Duration, time.Duration, error) {
+			return readRange(big, bigSize, source.BackendURing, 2, 32, 1<<20, true, 1)
+		}},
+		{name: "psiflow pread, 8 workers O_DIRECT", run: func() (int64, time.Duration, time.Duration, error) {
+			return readRange(big, bigSize, source.BackendPread, 8, 1, 1<<20, true, 1)
+		}},
+	}
+	direct = append(direct, fioContenders(big, bigSize, fioCase{jobs: 1, bs: "1m", loops: 1, direct: true}, []fioEngine{
+		{"io_uring qd64 fixedbufs", "io_uring", 64, "--fixedbufs"}, {"io_uring qd64", "io_uring", 64, ""}, {"libaio qd64", "libaio", 64, ""},
+	})...)
+	direct = append(direct, fioContenders(big, bigSize, fioCase{jobs: 8, bs: "1m", loops: 1, direct: true}, []fioEngine{{"psync ×8", "psync", 1, ""}})...)
+	res, err = rotate("cold O_DIRECT 1 MiB reads", direct)
+	if err != nil {
+		return err
+	}
+	report = append(report, caseReport{"cold O_DIRECT 1 MiB", res})
+
+	// 3. cold small files through the Files dataset.
+	drop := func() { dropCache(smallPaths) }
+	small := []contender{
+		{name: "psiflow Files io_uring, 2 rings qd32", run: func() (int64, time.Duration, time.Duration, error) {
+			drop()
+			return readFiles(smallPaths, source.BackendURing, 2, 32, false, false)
+		}},
+		{name: "psiflow Files pread, 8 workers", run: func() (int64, time.Duration, time.Duration, error) {
+			drop()
+			return readFiles(smallPaths, source.BackendPread, 8, 1, false, false)
+		}},
+		{name: "psiflow Files io_uring, 2 rings qd32 O_DIRECT", run: func() (int64, time.Duration, time.Duration, error) {
+			drop()
+			return readFiles(smallPaths, source.BackendURing, 2, 32, true, false)
+		}},
+		{name: "psiflow Files pread, 8 workers O_DIRECT", run: func() (int64, time.Duration, time.Duration, error) {
+			drop()
+			return readFiles(smallPaths, source.BackendPread, 8, 1, true, false)
+		}},
+	}
+	for _, e := range []fioEngine{{"psync ×8", "psync", 1, ""}, {"io_uring ×8 qd4", "io_uring", 4, ""}} {
+		small = append(small, contender{name: "fio " + e.label, fio: true, run: func() (int64, time.Duration, time.Duration, error) {
+			drop()
+			return fioSmall(smallDir, e)
+		}})
+	}
+	if *fioBin == "" {
+		small = small[:4]
+	}
+	res, err = rotate("cold ~110 KB files", small)
+	if err != nil {
+		return err
+	}
+	report = append(report, caseReport{"cold 110 KB files", res})
+
+	// 4. page cache with and without fadvise.
+	fmt.Println("## page cache (resident bytes of the dataset after / at most during a pass)")
+	for _, dropOn := range []bool{false, true} {
+		drop()
+		if _, _, _, err := readFiles(smallPaths, source.BackendURing, 2, 32, false, dropOn); err != nil {
+			return err
+		}
+		fmt.Printf("small files, DropCache=%-5v: %6.1f MiB of %6.1f MiB resident after the pass\n", dropOn, float64(resident(smallPaths))/(1<<20), float64(smallBytes)/(1<<20))
+	}
+	for _, dropOn := range []bool{false, true} {
+		dropCache([]string{big})
+		peak, after, err := streamResidency(big, bigSize, dropOn)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("large file streamed buffered, DropCache=%-5v: peak %6.1f MiB, after %6.1f MiB of %d MiB\n", dropOn, float64(peak)/(1<<20), float64(after)/(1<<20), bigSize>>20)
+	}
+	fmt.Println()
+	summarize(report)
+	return nil
+}
+
+type caseReport struct {
+	name string
+	res  []*result
+}
+
+// rotate runs every contender once per round, rotating the order each round.
+func rotate(title string, cs []contender) ([]*result, error) {
+	res := make([]*result, len(cs))
+	for i, c := range cs {
+		res[i] = &result{name: c.name}
+	}
+	for r := 0; r < *rounds; r++ {
+		for k := range cs {
+			i := (k + r) % len(cs)
+			b, wall, cpu, err := cs[i].run()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", title, cs[i].name, err)
+			}
+			res[i].add(b, wall, cpu)
+		}
+	}
+	fmt.Printf("## %s (%d rounds, median [min–max])\n", title, *rounds)
+	fmt.Printf("%-48s %22s %22s\n", "reader", "GB/s", "CPU s/GB")
+	for _, r := range res {
+		m, lo, hi := med(r.gbps)
+		c, clo, chi := med(r.cpuGB)
+		fmt.Printf("%-48s %6.2f [%5.2f–%5.2f] %6.3f [%5.3f–%5.3f]\n", r.name, m, lo, hi, c, clo, chi)
+	}
+	fmt.Println()
+	return res, nil
+}
+
+func summarize(cases []caseReport) {
+	fmt.Println("## goals")
+	for _, c := range cases {
+		var bestFio, bestOurs *result
+		var bestFioV, bestOursV float64
+		for _, r := range c.res {
+			m, _, _ := med(r.gbps)
+			switch {
+			case strings.HasPrefix(r.name, "fio"):
+				if m > bestFioV {
+					bestFio, bestFioV = r, m
+				}
+			case strings.Contains(r.name, "io_uring"):
+				if m > bestOursV {
+					bestOurs, bestOursV = r, m
+				}
+			}
+		}
+		if bestOurs != nil && bestFio != nil {
+			ratio := bestOursV / bestFioV
+			fmt.Printf("%-20s throughput: best psiflow io_uring (%s) %.2f GB/s = %.2f× best fio (%s, %.2f GB/s): goal ≥ 0.9× %s\n",
+				c.name, bestOurs.name, bestOursV, ratio, bestFio.name, bestFioV, verdict(ratio >= 0.9))
+		}
+		// CPU per GB: each io_uring contender against the pread one in the same mode.
+		for _, u := range c.res {
+			if strings.HasPrefix(u.name, "fio") || !strings.Contains(u.name, "io_uring") {
+				continue
+			}
+			direct := strings.Contains(u.name, "O_DIRECT")
+			for _, p := range c.res {
+				if strings.HasPrefix(p.name, "fio") || !strings.Contains(p.name, "pread") || strings.Contains(p.name, "O_DIRECT") != direct {
+					continue
+				}
+				uc, _, _ := med(u.cpuGB)
+				pc, _, _ := med(p.cpuGB)
+				fmt.Printf("%-20s CPU: %s %.3f s/GB vs %s %.3f s/GB: goal below pread %s\n", c.name, u.name, uc, p.name, pc, verdict(uc < pc))
+			}
+		}
+	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "MET"
+	}
+	return "NOT MET"
+}
+
+func cpuNow(who int) time.Duration {
+	var ru unix.Rusage
+	_ = unix.Getrusage(who, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// readRange reads [0,size) of path loops times with workers readers, each
+// reading a disjoint share in bs requests with qd in flight. Setup (pool,
+// rings, buffer registration, open) is done before the clock starts.
+func readRange(path string, size int64, backend source.Backend, workers, qd, bs int, direct bool, loops int) (int64, time.Duration, time.Duration, error) {
+	pool, err := source.NewPool(workers*qd, bs)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer pool.Close()
+	share := (size/int64(workers) + int64(bs) - 1) / int64(bs) * int64(bs)
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, workers)
+	bytes := make([]int64, workers)
+	for w := range workers {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			bytes[w], errs[w] = readShare(path, backend, pool, qd, bs, direct, int64(w)*share, min(size, int64(w+1)*share), loops, ready.Done, start)
+		}()
+	}
+	ready.Wait()
+	cpu0, t0 := cpuNow(unix.RUSAGE_SELF), time.Now()
+	close(start)
+	done.Wait()
+	wall, cpu := time.Since(t0), cpuNow(unix.RUSAGE_SELF)-cpu0
+	var total int64
+	for _, b := range bytes {
+		total += b
+	}
+	return total, wall, cpu, errors.Join(errs...)
+}
+
+func readShare(path string, backend source.Backend, pool *source.Pool, qd, bs int, direct bool, from, to int64, loops int, ready func(), start <-chan struct{}) (int64, error) {
+	runtime.LockOSThread() // one ring per thread: cached reads complete inline on this core
+	defer runtime.UnlockOSThread()
+	var once sync.Once
+	defer once.Do(ready)
+	r, err := source.NewReader(source.ReaderOptions{Backend: backend, QueueDepth: qd, Buffers: pool, Direct: direct})
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	f, err := r.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	ctx := context.Background()
+	bufs := make([]source.Buffer, 0, qd)
+	for range qd {
+		b, err := pool.Alloc(ctx, bs)
+		if err != nil {
+			return 0, err
+		}
+		clear(b.Bytes()) // fault the buffer in before the clock starts
+		bufs = append(bufs, b)
+	}
+	defer func() {
+		for _, b := range bufs {
+			b.Release()
+		}
+	}()
+	once.Do(ready)
+	<-start
+	out := make([]source.Completion, qd)
+	var total int64
+	for range loops {
+		off := from
+		free := slices.Clone(bufs)
+		for off < to || r.InFlight() > 0 {
+			for off < to && len(free) > 0 {
+				b := free[len(free)-1]
+				free = free[:len(free)-1]
+				n := int(min(int64(bs), to-off))
+				if err := r.Submit(source.Request{File: f, Off: off, Buf: b.Bytes()[:n], Tag: b}); err != nil {
+					return total, err
+				}
+				off += int64(n)
+			}
+			n, err := r.Reap(ctx, out, 1)
+			if err != nil {
+				return total, err
+			}
+			for _, c := range out[:n] {
+				if c.Err != nil {
+					return total, c.Err
+				}
+				total += int64(c.N)
+				free = append(free, c.Tag.(source.Buffer))
+			}
+		}
+	}
+	return total, nil
+}
+
+// readFiles reads every file once through the Files dataset.
+func readFiles(paths []string, backend source.Backend, workers, qd int, direct, dropCache bool) (int64, time.Duration, time.Duration, error) {
+	cpu0, t0 := cpuNow(unix.RUSAGE_SELF), time.Now()
+	it, err := source.NewFiles(paths).Samples(source.Options{WorldSize: 1, Workers: workers,
+		Reader: source.ReaderOptions{Backend: backend, QueueDepth: qd, Direct: direct, DropCache: dropCache}})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer it.Close()
+	var total int64
+	for {
+		s, err := it.Next(context.Background())
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return total, 0, 0, err
+		}
+		total += s.Len()
+		s.Release()
+	}
+	return total, time.Since(t0), cpuNow(unix.RUSAGE_SELF) - cpu0, nil
+}
+
+type fioEngine struct {
+	label, engine string
+	depth         int
+	extra         string
+}
+
+type fioCase struct {
+	jobs       int
+	bs         string
+	loops      int
+	direct     bool
+	invalidate int
+}
+
+func fioContenders(path string, size int64, c fioCase, engines []fioEngine) []contender {
+	if *fioBin == "" {
+		return nil
+	}
+	var cs []contender
+	for _, e := range engines {
+		share := size / int64(c.jobs)
+		// 64-byte alignment fixes fio's misaligned default buffers; O_DIRECT needs page alignment.
+		align := "64"
+		if c.direct {
+			align = "4096"
+		}
+		args := []string{"--name=bench", "--filename=" + path, "--rw=read", "--bs=" + c.bs, "--ioengine=" + e.engine,
+			fmt.Sprintf("--iodepth=%d", e.depth), fmt.Sprintf("--numjobs=%d", c.jobs), fmt.Sprintf("--size=%d", share),
+			fmt.Sprintf("--offset_increment=%d", share), fmt.Sprintf("--loops=%d", c.loops), "--iomem_align=" + align,
+			"--group_reporting", "--output-format=json", fmt.Sprintf("--invalidate=%d", c.invalidate)}
+		if c.direct {
+			args = append(args, "--direct=1")
+		}
+		if e.extra != "" {
+			args = append(args, e.extra)
+		}
+		cs = append(cs, contender{name: "fio " + e.label, fio: true, run: func() (int64, time.Duration, time.Duration, error) { return runFio(args) }})
+	}
+	return cs
+}
+
+func fioSmall(dir string, e fioEngine) (int64, time.Duration, time.Duration, error) {
+	subs, _ := filepath.Glob(filepath.Join(dir, "d*"))
+	args := []string{"--rw=read", "--bs=128k", "--ioengine=" + e.engine, fmt.Sprintf("--iodepth=%d", e.depth),
+		"--iomem_align=64", "--group_reporting", "--output-format=json", "--invalidate=1", "--openfiles=16", "--file_service_type=sequential"}
+	for i, s := range subs {
+		// Without --size fio reads only part of each file under opendir;
+		// the directory's byte count spread over its files reads them whole.
+		var bytes int64
+		files, _ := os.ReadDir(s)
+		for _, f := range files {
+			if info, err := f.Info(); err == nil {
+				bytes += info.Size()
+			}
+		}
+		args = append(args, fmt.Sprintf("--name=j%d", i), "--opendir="+s, fmt.Sprintf("--size=%d", bytes))
+	}
+	return runFio(args)
+}
+
+func runFio(args []string) (int64, time.Duration, time.Duration, error) {
+	cpu0 := cpuNow(unix.RUSAGE_CHILDREN)
+	out, err := exec.Command(*fioBin, args...).Output()
+	cpu := cpuNow(unix.RUSAGE_CHILDREN) - cpu0
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("fio %s: %w", strings.Join(args, " "), err)
+	}
+	var rep struct {
+		Jobs []struct {
+			Read struct {
+				IOBytes int64 `json:"io_bytes"`
+				Runtime int64 `json:"runtime"` // ms
+			} `json:"read"`
+		} `json:"jobs"`
+	}
+	if i := strings.IndexByte(string(out), '{'); i > 0 {
+		out = out[i:] // fio may print notes before the JSON
+	}
+	if err := json.Unmarshal(out, &rep); err != nil || len(rep.Jobs) == 0 {
+		return 0, 0, 0, fmt.Errorf("fio output: %v", err)
+	}
+	j := rep.Jobs[0].Read
+	return j.IOBytes, time.Duration(j.Runtime) * time.Millisecond, cpu, nil
+}
+
+func writeRandom(path string, size int64, seed uint64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	buf := make([]byte, 4<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		for i := 0; i < len(buf); i += 8 {
+			v := rng.Uint64()
+			for k := range 8 {
+				buf[i+k] = byte(v >> (8 * k))
+			}
+		}
+		if _, err := f.Write(buf[:min(int64(len(buf)), size-off)]); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeSmall writes n files with ImageNet-like sizes (80–140 KB, mean ≈ 110 KB) into 8 subdirectories.
+func writeSmall(dir string, n int) ([]string, int64, error) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 140_000)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	var paths []string
+	var total int64
+	for i := range n {
+		sub := filepath.Join(dir, fmt.Sprintf("d%d", i%8))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return nil, 0, err
+		}
+		size := 80_000 + rng.IntN(60_001)
+		buf[0], buf[1] = byte(i), byte(i>>8)
+		p := filepath.Join(sub, fmt.Sprintf("%08d.jpg", i))
+		if err := os.WriteFile(p, buf[:size], 0o644); err != nil {
+			return nil, 0, err
+		}
+		paths = append(paths, p)
+		total += int64(size)
+	}
+	unix.Sync()
+	return paths, total, nil
+}
+
+// pin maps path and locks it in memory so it stays in the page cache.
+func pin(path string) (func(), error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, _ := f.Stat()
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Mlock(m); err != nil {
+		unix.Munmap(m)
+		return nil, err
+	}
+	return func() { unix.Munlock(m); unix.Munmap(m) }, nil
+}
+
+func dropCache(paths []string) {
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		f.Close()
+	}
+}
+
+// resident returns the bytes of paths in the page cache (mincore over a mapping).
+func resident(paths []string) int64 {
+	var total int64
+	page := int64(os.Getpagesize())
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		st, _ := f.Stat()
+		if st.Size() == 0 {
+			f.Close()
+			continue
+		}
+		m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		vec := make([]byte, (st.Size()+page-1)/page)
+		if mincore(m, vec) == nil {
+			for _, v := range vec {
+				if v&1 != 0 {
+					total += page
+				}
+			}
+		}
+		unix.Munmap(m)
+	}
+	return total
+}
+
+func mincore(b, vec []byte) error {
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// streamResidency streams path buffered in 1 MiB reads and samples its residency.
+func streamResidency(path string, size int64, dropOn bool) (peak, after int64, err error) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				peak = max(peak, resident([]string{path}))
+			}
+		}
+	}()
+	pool, err := source.NewPool(8, 1<<20)
+	if err == nil {
+		r, rerr := source.NewReader(source.ReaderOptions{QueueDepth: 8, Buffers: pool, DropCache: dropOn})
+		if rerr != nil {
+			err = rerr
+		} else {
+			f, ferr := r.Open(path)
+			if ferr != nil {
+				err = ferr
+			} else {
+				bufs := make([]source.Buffer, 8)
+				for i := range bufs {
+					bufs[i], _ = pool.Alloc(context.Background(), 1<<20)
+				}
+				out := make([]source.Completion, 8)
+				var off int64
+				free := slices.Clone(bufs)
+				for err == nil && (off < size || r.InFlight() > 0) {
+					for off < size && len(free) > 0 {
+						b := free[len(free)-1]
+						free = free[:len(free)-1]
+						err = r.Submit(source.Request{File: f, Off: off, Buf: b.Bytes(), Tag: b})
+						off += 1 << 20
+					}
+					n, rerr := r.Reap(context.Background(), out, 1)
+					if rerr != nil {
+						err = rerr
+					}
+					for _, c := range out[:n] {
+						free = append(free, c.Tag.(source.Buffer))
+					}
+				}
+				f.Close()
+				for _, b := range bufs {
+					b.Release()
+				}
+			}
+			r.Close()
+		}
+		pool.Close()
+	}
+	close(done)
+	wg.Wait()
+	return peak, resident([]string{path}), err
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+// Command bench measures psiflow's readers against fio; it runs on Linux only.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Fprintln(os.Stderr, "bench: the reader benchmark needs Linux (io_uring, O_DIRECT, fadvise)")
+	os.Exit(1)
+}

@@ -1,0 +1,71 @@
+package source_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/psiflow/psiflow/source"
+)
+
+// Read one file with the reader the host supports, into a pool buffer.
+func ExampleNewReader() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "hello.txt")
+	os.WriteFile(path, []byte("hello, reader"), 0o644)
+
+	pool, _ := source.NewPool(4, 64<<10)
+	defer pool.Close()
+	r, err := source.NewReader(source.ReaderOptions{QueueDepth: 4, Buffers: pool})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r.Close()
+	f, _ := r.Open(path)
+	defer f.Close()
+	ctx := context.Background()
+	buf, _ := source.Admit(ctx, nil, pool, int(f.Size))
+	defer buf.Release()
+	r.Submit(source.Request{File: f, Buf: buf.Bytes()})
+	out := make([]source.Completion, 1)
+	r.Reap(ctx, out, 1)
+	fmt.Println(string(out[0].Buf[:out[0].N]), out[0].Err)
+	// Output: hello, reader <nil>
+}
+
+// Iterate a directory of files as rank 1 of 2, then resume from a checkpoint.
+func ExampleFiles_Samples() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	for i := range 6 {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.txt", i)), []byte(fmt.Sprint("sample ", i)), 0o644)
+	}
+	ds, _ := source.Dir(dir, ".txt")
+	opts := source.Options{Rank: 1, WorldSize: 2}
+	it, _ := ds.Samples(opts)
+	s, _ := it.Next(context.Background())
+	fmt.Println(string(s.Field("txt")))
+	s.Release()
+	pos := it.Position()
+	it.Close()
+
+	opts.Resume = &pos
+	it, _ = ds.Samples(opts)
+	defer it.Close()
+	for {
+		s, err := it.Next(context.Background())
+		if err == io.EOF {
+			break
+		}
+		fmt.Println(string(s.Field("txt")))
+		s.Release()
+	}
+	// Output:
+	// sample 1
+	// sample 3
+	// sample 5
+}
