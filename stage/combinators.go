@@ -234,18 +234,21 @@ func ParMap[I, O any](name string, workers int, f func(ctx context.Context, v I)
 		g, gctx := errgroup.WithContext(ctx)
 		for range workers {
 			g.Go(func() error {
+				// Each worker selects on its own Done channel, not one shared by all.
+				wctx, cancel := context.WithCancel(gctx)
+				defer cancel()
 				return Protect(name, func() error {
 					for {
-						e, ok := in.Recv(gctx)
+						e, ok := in.Recv(wctx)
 						if !ok {
 							return nil
 						}
-						v, err := f(gctx, e.Value)
+						v, err := f(wctx, e.Value)
 						if err != nil {
 							e.Claim.Drop()
 							return err
 						}
-						if err := out.Send(gctx, Envelope[O]{Value: v, Claim: e.Claim}); err != nil {
+						if err := out.Send(wctx, Envelope[O]{Value: v, Claim: e.Claim}); err != nil {
 							return err
 						}
 					}
