@@ -1,0 +1,79 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// childMain runs the test binary as a fake loader. Modes (arguments after colons):
+//
+//	emit:K:N:DT   K batches of N samples at the synthetic times 1+i·DT s, a log line, done
+//	alloc:MIB     touch MIB MiB, report one batch and done
+//	hang          report one batch, then sleep for an hour
+//	fail          report one batch, write "boom" on stderr, exit with status 3
+//	doneerr       report a done event with an error, exit 0
+//	orphan        start a child that sleeps holding stdout, then report done and exit
+func childMain(mode string) int {
+	f := strings.Split(mode, ":")
+	arg := func(i int) float64 {
+		v, _ := strconv.ParseFloat(f[i], 64)
+		return v
+	}
+	switch f[0] {
+	case "emit":
+		k, n, dt := int(arg(1)), int(arg(2)), arg(3)
+		fmt.Println("fake loader starting")
+		for i := range k {
+			fmt.Printf(`{"event":"batch","n":%d,"t":%g}`+"\n", n, 1+float64(i)*dt)
+		}
+		fmt.Printf(`{"event":"done","samples":%d,"t":%g}`+"\n", k*n, 1+float64(k)*dt)
+		return 0
+	case "alloc":
+		buf := make([]byte, int(arg(1))<<20)
+		for i := 0; i < len(buf); i += 4096 {
+			buf[i] = 1
+		}
+		fmt.Println(`{"event":"batch","n":1,"t":0.5}`)
+		fmt.Println(`{"event":"done","samples":1,"t":0.6}`)
+		runtime.KeepAlive(buf)
+		return 0
+	case "hang":
+		fmt.Println(`{"event":"batch","n":1,"t":0.5}`)
+		time.Sleep(time.Hour)
+		return 0
+	case "fail":
+		fmt.Println(`{"event":"batch","n":1,"t":0.5}`)
+		fmt.Fprintln(os.Stderr, "loading\nboom")
+		return 3
+	case "doneerr":
+		fmt.Println(`{"event":"done","error":"no such dataset","t":0.1}`)
+		return 0
+	case "orphan":
+		c := exec.Command(os.Args[0], "-test.run=^$")
+		c.Env = append(os.Environ(), envChild+"=hang")
+		c.Stdout = os.Stdout
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(`{"event":"done","samples":0,"t":0.1}`)
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "unknown child mode", mode)
+	return 2
+}
+
+// fake returns a loader running the test binary in mode.
+func fake(name, mode string) Loader {
+	return Loader{
+		Name: name,
+		Argv: []string{os.Args[0], "-test.run=^$"},
+		// GORACE: the race runtime otherwise sleeps 1 s at exit in every child.
+		Env: []string{envChild + "=" + mode, "GORACE=atexit_sleep_ms=0"},
+	}
+}
