@@ -2,7 +2,11 @@
 """Reference for psiflow's decode tests: Pillow decode + torchvision-style
 Resize(n) + CenterCrop(c), written out as raw RGB.
 
-Usage: pil_resize_crop.py OUTDIR RESIZE CROP FILE...
+Usage: pil_resize_crop.py [--torchvision] OUTDIR RESIZE CROP FILE...
+
+With --torchvision the geometry is done by torchvision.transforms.Resize and
+CenterCrop themselves (Debian python3-torchvision) instead of the
+re-implementation below, to check that the two agree.
 
 RESIZE 0 skips the resize, CROP 0 skips the crop. For each FILE (index i) it
 writes OUTDIR/i.rgb (packed RGB rows) and prints one line "i W H" on stdout;
@@ -27,15 +31,26 @@ def resized_size(w, h, n):
 
 
 def main():
-    out, resize, crop = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    for i, path in enumerate(sys.argv[4:]):
+    args = sys.argv[1:]
+    tv = None
+    if args and args[0] == "--torchvision":
+        import torchvision.transforms as T
+        tv = T
+        args = args[1:]
+    out, resize, crop = args[0], int(args[1]), int(args[2])
+    for i, path in enumerate(args[3:]):
         try:
             with open(path, "rb") as f:
                 img = Image.open(f)
                 img = img.convert("RGB")
-            if resize > 0:
+            if tv is not None:
+                if resize > 0:
+                    img = tv.Resize(resize)(img)
+                if crop > 0:
+                    img = tv.CenterCrop(crop)(img)
+            elif resize > 0:
                 img = img.resize(resized_size(img.width, img.height, resize), Image.BILINEAR)
-            if crop > 0:
+            if tv is None and crop > 0:
                 w, h = img.size
                 if crop > w or crop > h:
                     raise ValueError("crop larger than image")

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"os"
@@ -203,6 +204,41 @@ func TestResizeCropAgainstPillow(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResizeCropAgainstTorchvision runs torchvision's own Resize(256) and
+// CenterCrop(224) on PIL images (the DataLoader recipe) as the reference.
+func TestResizeCropAgainstTorchvision(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for i, sz := range [][2]int{{500, 375}, {375, 500}, {333, 500}, {225, 301}} {
+		paths = append(paths, writeFile(t, dir, fmt.Sprintf("tv-%d.jpg", i), encodeJPEG(t, synthRGB(sz[0], sz[1], uint64(i+20), 12), 85)))
+	}
+	paths = append(paths, goTestdata(t, "video-001.q50.420.jpeg"))
+	ref, refErr := torchvisionRef(t, 256, 224, paths)
+	d := newDecoder(t, BackendTurbo)
+	p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, path := range paths {
+		if ref[i] == nil {
+			t.Fatalf("torchvision failed on %s: %s", path, refErr[i])
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := p.Image(data, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mean, maxd := diff(t, m, ref[i])
+		t.Logf("%s: mean |Δ| %.4f, max %d", filepath.Base(path), mean, maxd)
+		if mean > 0.05 {
+			t.Errorf("%s: mean |Δ| %.4f per byte against torchvision, want ≤ 0.05 (max %d)", filepath.Base(path), mean, maxd)
+		}
 	}
 }
 

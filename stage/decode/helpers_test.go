@@ -100,16 +100,35 @@ const refPython = "/usr/bin/python3"
 // per file, the reference image or the error message Pillow gave. It skips
 // the test (saying why) when Debian's python3 with Pillow is missing.
 func pillowRef(t testing.TB, resize, crop int, files []string) ([]*Image, []string) {
+	return reference(t, false, resize, crop, files)
+}
+
+// torchvisionRef is pillowRef with torchvision's own Resize and CenterCrop;
+// it skips when Debian's python3-torchvision is missing.
+func torchvisionRef(t testing.TB, resize, crop int, files []string) ([]*Image, []string) {
+	return reference(t, true, resize, crop, files)
+}
+
+func reference(t testing.TB, tv bool, resize, crop int, files []string) ([]*Image, []string) {
 	t.Helper()
 	if out, err := exec.Command(refPython, "-c", "import PIL").CombinedOutput(); err != nil {
 		t.Skipf("reference needs %s with Pillow (Debian python3-pil): %v: %s", refPython, err, out)
+	}
+	if tv {
+		if out, err := exec.Command(refPython, "-c", "import torchvision").CombinedOutput(); err != nil {
+			t.Skipf("reference needs %s with torchvision (Debian python3-torchvision): %v: %s", refPython, err, out)
+		}
 	}
 	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "reference", "pil_resize_crop.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	args := append([]string{script, dir, strconv.Itoa(resize), strconv.Itoa(crop)}, files...)
+	args := []string{script}
+	if tv {
+		args = append(args, "--torchvision")
+	}
+	args = append(append(args, dir, strconv.Itoa(resize), strconv.Itoa(crop)), files...)
 	cmd := exec.Command(refPython, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
