@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""PyTorch DataLoader peer for psiflow's benchmark harness.
+
+Loads an image folder the way a typical training script does:
+ImageFolder + Resize(256) + CenterCrop(224) + PILToTensor, batched by a
+DataLoader with worker processes, and reports progress in the harness's
+JSON-lines protocol on standard output (package benchmarks/protocol):
+
+    {"event":"batch","n":64,"t":1.234}    after each batch reaches this loop
+    {"event":"done","samples":2000,"t":9.8}
+
+t is seconds since this process started (before torch is imported).
+ImageFolder needs class subdirectories: DATA/<class>/<image>.jpg.
+
+Run with Debian's python3-torch and python3-torchvision:
+    /usr/bin/python3 benchmarks/peers/dataloader.py --data DIR
+"""
+
+import time
+
+T0 = time.monotonic()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+
+
+def emit(event, **fields):
+    fields["event"] = event
+    fields["t"] = round(time.monotonic() - T0, 6)
+    print(json.dumps(fields, separators=(",", ":")), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", required=True, help="image folder root with class subdirectories")
+    p.add_argument("--workers", type=int, default=2, help="DataLoader num_workers (default 2)")
+    p.add_argument("--prefetch", type=int, default=2, help="DataLoader prefetch_factor per worker (default 2; ignored with 0 workers)")
+    p.add_argument("--batch", type=int, default=64, help="batch size (default 64)")
+    p.add_argument("--epochs", type=int, default=1, help="passes over the folder (default 1)")
+    p.add_argument("--limit", type=int, default=0, help="stop after this many samples (0: all)")
+    p.add_argument("--shuffle", action="store_true", help="shuffle (default: folder order)")
+    p.add_argument("--size", type=int, default=256, help="Resize: shorter side (default 256)")
+    p.add_argument("--crop", type=int, default=224, help="CenterCrop size (default 224)")
+    a = p.parse_args()
+
+    try:
+        import torch
+        from torch.utils.data import DataLoader
+        from torchvision import datasets, transforms
+    except ImportError as e:
+        emit("done", error="import: %s (install python3-torch and python3-torchvision)" % e)
+        return 1
+
+    try:
+        tf = transforms.Compose([
+            transforms.Resize(a.size),
+            transforms.CenterCrop(a.crop),
+            transforms.PILToTensor(),
+        ])
+        ds = datasets.ImageFolder(a.data, transform=tf)
+        kw = {}
+        if a.workers > 0:
+            kw["prefetch_factor"] = a.prefetch
+        dl = DataLoader(ds, batch_size=a.batch, shuffle=a.shuffle, num_workers=a.workers, **kw)
+        emit("start", files=len(ds), workers=a.workers, prefetch=a.prefetch, batch=a.batch,
+             torch=torch.__version__)
+        samples = 0
+        for _ in range(a.epochs):
+            for x, y in dl:
+                n = int(y.shape[0])
+                samples += n
+                emit("batch", n=n)
+                if a.limit and samples >= a.limit:
+                    break
+            if a.limit and samples >= a.limit:
+                break
+        emit("done", samples=samples)
+    except Exception as e:  # reported to the harness, then re-raised for the traceback
+        emit("done", error="%s: %s" % (type(e).__name__, e))
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/psiflow/psiflow/benchmarks/harness"
+	"github.com/psiflow/psiflow/pressure/cgroup"
+)
+
+func init() {
+	register(command{
+		name:    "bench",
+		summary: "run loaders side by side in memory-limited cgroups and print a comparison table",
+		run:     runBench,
+	})
+}
+
+const benchUsage = `Usage: psiflow bench [flags] -- NAME=PROGRAM [ARGS...] [-- NAME=PROGRAM [ARGS...]]...
+       psiflow bench [flags] -spec FILE
+
+Runs each loader in a fresh cgroup (memory limit optional), started blocked so that
+all its memory is charged there, kills the whole group when -timeout passes, and
+prints a Markdown table: samples/s (after -warmup batches), p50/p99 batch gaps,
+cgroup peak memory, OOM kills, and ratios to the baseline (the first loader unless
+-baseline). Each round runs every loader once, in reverse order on odd rounds.
+
+Loaders print JSON lines on stdout (see package benchmarks/protocol):
+  {"event":"batch","n":64,"t":1.23}   per batch delivered (t: seconds since start)
+  {"event":"done","samples":2000,"t":9.8}
+"{data}" in a loader's arguments is replaced by -data. Loaders on the command line
+are separated by a lone "--"; use -spec when a loader's own arguments contain one.
+A spec file is JSON: {"loaders":[{"name":"dataloader","argv":["/usr/bin/python3",
+"benchmarks/peers/dataloader.py","--data","{data}"],"env":["K=V"],"dir":""}]}.
+
+Example (the DataLoader against psiflow, unconstrained and at 256 MiB, cold):
+  psiflow bench -data /tmp/imgs -limit none,256M -rounds 3 -cold -timeout 5m -- \
+    dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
+    psiflow=bin/psiflow-imagefolder -data {data}
+
+Flags:
+`
+
+// benchSpec is the -spec file.
+type benchSpec struct {
+	Loaders []harness.Loader `json:"loaders"`
+}
+
+func runBench(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("bench", stdout)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
+		fs.PrintDefaults()
+	}
+	data := fs.String("data", "", "dataset directory: replaces {data} in loader arguments; its files are dropped from the page cache with -cold")
+	limits := fs.String("limit", "none", "comma-separated memory limits to compare at: none, or bytes with a K, M, G suffix (binary: 256M = 256 MiB)")
+	rounds := fs.Int("rounds", 3, "runs of each loader at each limit")
+	timeout := fs.Duration("timeout", 10*time.Minute, "wall-clock limit of one run; the group is killed and the run reported as did-not-finish")
+	warmup := fs.Int("warmup", 3, "leading batches left out of samples/s and latency")
+	cold := fs.Bool("cold", false, "drop the page cache of the -data files before each run (fadvise DONTNEED)")
+	baseline := fs.String("baseline", "", "loader the others are compared to (default: the first)")
+	spec := fs.String("spec", "", "JSON file with the loaders (instead of the command line)")
+	jsonOut := fs.String("json", "", "also write the full report (every run) as JSON to this file")
+	mdOut := fs.String("md", "", "also write the Markdown table to this file")
+	loaderStderr := fs.Bool("loader-stderr", false, "copy the loaders' standard error to this command's")
+	timeline := fs.Bool("timeline", false, "keep each run's memory.current samples (20 Hz) in the JSON report")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	loaders, err := benchLoaders(fs.Args(), *spec, *data)
+	if err != nil {
+		return err
+	}
+	lims, err := parseLimits(*limits)
+	if err != nil {
+		return err
+	}
+	if *rounds < 1 || *warmup < 0 || *timeout <= 0 {
+		return fmt.Errorf("%w: -rounds must be ≥ 1, -warmup ≥ 0 and -timeout > 0", errUsage)
+	}
+	opts := harness.Options{Timeout: *timeout, Warmup: *warmup, Cold: *cold, Timeline: *timeline}
+	if *cold {
+		if *data == "" {
+			return fmt.Errorf("%w: -cold needs -data", errUsage)
+		}
+		if opts.Data, err = harness.DataFiles(*data); err != nil {
+			return err
+		}
+	}
+	if *loaderStderr {
+		opts.Stderr = os.Stderr
+	}
+	// Groups of an earlier bench that was killed before it could remove them.
+	if tree, err := cgroup.DefaultTree(); err == nil {
+		_, _ = tree.RemoveStale(harness.DefaultGroupPrefix + "-")
+	}
+	progress := func(r harness.Result) {
+		fmt.Fprintf(os.Stderr, "bench: %-12s limit %-8s round %d: %-10s %7.1f samples/s  p99 %-8v peak %4d MiB  OOM kills %d  wall %v%s\n",
+			r.Loader, harness.FormatBytes(r.Limit), r.Round, r.Outcome, r.SamplesPerSec, r.P99.Round(time.Millisecond),
+			r.PeakBytes>>20, r.OOMKills, r.Wall.Round(100*time.Millisecond), detailSuffix(r.Detail))
+	}
+	rep, runErr := harness.Compare(ctx, harness.Plan{Loaders: loaders, Limits: lims, Rounds: *rounds, Baseline: *baseline, Options: opts}, progress)
+	if rep == nil {
+		return runErr
+	}
+	if err := rep.WriteMarkdown(stdout); err != nil {
+		return err
+	}
+	if *mdOut != "" {
+		if err := writeFileWith(*mdOut, rep.WriteMarkdown); err != nil {
+			return err
+		}
+	}
+	if *jsonOut != "" {
+		if err := writeFileWith(*jsonOut, rep.WriteJSON); err != nil {
+			return err
+		}
+	}
+	return runErr
+}
+
+func detailSuffix(d string) string {
+	if d == "" {
+		return ""
+	}
+	if len(d) > 200 {
+		d = d[:200] + "…"
+	}
+	return "  (" + d + ")"
+}
+
+func writeFileWith(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+var loaderName = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_.-]*)=(.+)$`)
+
+// benchLoaders reads the loaders from the spec file or from the arguments after "--"
+// ("NAME=PROGRAM ARGS..." groups separated by "--"), replacing {data} in arguments.
+func benchLoaders(args []string, spec, data string) ([]harness.Loader, error) {
+	var loaders []harness.Loader
+	switch {
+	case spec != "" && len(args) > 0:
+		return nil, fmt.Errorf("%w: give loaders either with -spec or after --, not both", errUsage)
+	case spec != "":
+		b, err := os.ReadFile(spec)
+		if err != nil {
+			return nil, err
+		}
+		var s benchSpec
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			return nil, fmt.Errorf("%w: spec %s: %v", errUsage, spec, err)
+		}
+		loaders = s.Loaders
+		for i, l := range loaders {
+			if l.Name == "" || len(l.Argv) == 0 {
+				return nil, fmt.Errorf("%w: spec %s: loader %d needs a name and an argv", errUsage, spec, i)
+			}
+		}
+	default:
+		var cur *harness.Loader
+		for _, a := range args {
+			if a == "--" {
+				cur = nil
+				continue
+			}
+			if cur == nil {
+				m := loaderName.FindStringSubmatch(a)
+				if m == nil {
+					return nil, fmt.Errorf("%w: loader %q: want NAME=PROGRAM, then its arguments", errUsage, a)
+				}
+				loaders = append(loaders, harness.Loader{Name: m[1], Argv: []string{m[2]}})
+				cur = &loaders[len(loaders)-1]
+				continue
+			}
+			cur.Argv = append(cur.Argv, a)
+		}
+	}
+	if len(loaders) == 0 {
+		return nil, fmt.Errorf("%w: no loaders (give them after --, or with -spec)", errUsage)
+	}
+	for i := range loaders {
+		for j, a := range loaders[i].Argv {
+			if strings.Contains(a, "{data}") {
+				if data == "" {
+					return nil, fmt.Errorf("%w: loader %s uses {data} but -data is not set", errUsage, loaders[i].Name)
+				}
+				loaders[i].Argv[j] = strings.ReplaceAll(a, "{data}", data)
+			}
+		}
+	}
+	return loaders, nil
+}
+
+// parseLimits parses "none,256M,1G" into bytes (0: unconstrained).
+func parseLimits(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		switch f {
+		case "none", "max", "0", "unconstrained":
+			out = append(out, 0)
+			continue
+		case "":
+			return nil, fmt.Errorf("%w: -limit %q: empty item", errUsage, s)
+		}
+		v, err := parseByteSize(f)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%w: -limit %q: item %s: want none or a size like 256M", errUsage, s, strconv.Quote(f))
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

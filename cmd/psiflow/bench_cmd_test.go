@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/psiflow/psiflow/benchmarks/harness"
+)
+
+func TestBenchLoaders(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "spec.json")
+	if err := os.WriteFile(spec, []byte(`{"loaders":[{"name":"dl","argv":["python3","dl.py","--data","{data}"],"env":["A=1"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"loaders":[{"name":"x"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		spec    string
+		data    string
+		want    []harness.Loader
+		wantErr string
+	}{
+		{name: "two loaders", args: []string{"A=/bin/a", "-x", "{data}/train", "--", "B=b"}, data: "/d",
+			want: []harness.Loader{{Name: "A", Argv: []string{"/bin/a", "-x", "/d/train"}}, {Name: "B", Argv: []string{"b"}}}},
+		{name: "leading separator", args: []string{"--", "A=a"}, want: []harness.Loader{{Name: "A", Argv: []string{"a"}}}},
+		{name: "spec", spec: spec, data: "/d",
+			want: []harness.Loader{{Name: "dl", Argv: []string{"python3", "dl.py", "--data", "/d"}, Env: []string{"A=1"}}}},
+		{name: "no name", args: []string{"/bin/a"}, wantErr: "NAME=PROGRAM"},
+		{name: "none", wantErr: "no loaders"},
+		{name: "data unset", args: []string{"A=a", "{data}"}, wantErr: "-data is not set"},
+		{name: "both", args: []string{"A=a"}, spec: spec, wantErr: "not both"},
+		{name: "spec without argv", spec: bad, wantErr: "needs a name and an argv"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := benchLoaders(tt.args, tt.spec, tt.data)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, errUsage) {
+					t.Fatalf("error %v, want a usage error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("loaders %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseLimits(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []int64
+		wantErr bool
+	}{
+		{"none", []int64{0}, false},
+		{"none,256M,1G", []int64{0, 256 << 20, 1 << 30}, false},
+		{"128MiB, max", []int64{128 << 20, 0}, false},
+		{"256M,", nil, true},
+		{"lots", nil, true},
+		{"-5M", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := parseLimits(tt.in)
+		if (err != nil) != tt.wantErr || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("parseLimits(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestBenchEndToEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating cgroups needs root")
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "loader.sh")
+	// Five batches of 10 at t = 1..5 s (synthetic times), then done: 10 samples/s after
+	// a warm-up of one batch.
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+echo "loader for $1"
+for i in 1 2 3 4 5; do echo "{\"event\":\"batch\",\"n\":10,\"t\":$i}"; done
+echo '{"event":"done","samples":50,"t":6}'
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(dir, "report.json")
+	var out bytes.Buffer
+	code := dispatch(context.Background(), &out, &out, []string{"bench", "-data", dir, "-rounds", "2", "-warmup", "1", "-limit", "none,64M",
+		"-cold", "-timeout", "30s", "-json", jsonPath, "--", "one=" + script, "{data}", "--", "two=/bin/sh", script})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{"| none | one | 2/2 | 10 (10–10) | 1.00 |", "| 64 MiB | two | 2/2 | 10 (10–10) | 1.00 |", "cold (page cache"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep harness.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 8 || rep.Runs[0].Ignored != 1 {
+		t.Errorf("JSON report has %d runs (want 8), first ignored %d lines (want 1)", len(rep.Runs), rep.Runs[0].Ignored)
+	}
+}
