@@ -101,7 +101,8 @@ func (e *Emitter) emit(ev Event) error {
 	if e.err != nil {
 		return e.err
 	}
-	ev.T = time.Since(e.start).Seconds()
+	// Microseconds are plenty and keep the lines short.
+	ev.T = math.Round(time.Since(e.start).Seconds()*1e6) / 1e6
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("protocol: encode %s event: %w", ev.Event, err)
