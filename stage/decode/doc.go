@@ -18,7 +18,9 @@
 //     [RandomCrop], [HFlip], [ToTensor]. They reuse caller-owned buffers and
 //     allocate nothing in steady state.
 //   - [Processor]: decode plus a [Transform] with reusable scratch, the unit a
-//     stage worker runs; and the stage adapters built on it.
+//     stage worker runs; [NewStage], the parallel decode stage built on it
+//     (pooled [Sample] outputs), and [Collate], which packs batches of samples
+//     into one contiguous [Batch] tensor.
 //   - Arrow columns to tensors ([ArrowToUint8], [ArrowToFloat32]).
 //
 // # What it does not own
@@ -26,6 +28,14 @@
 // Reading files (package source), batching and parallelism (package stage),
 // where tensor memory comes from (the caller passes buffers; UMA-backed ones
 // work), and anything GPU.
+//
+// # Fidelity
+//
+// With TurboJPEG's accurate DCT (the default), decode + Resize(256) +
+// CenterCrop(224) produces the same bytes as Pillow + torchvision on PIL
+// images; the tests run both as references. DCT scaling (only when the target
+// is at most half the scaled size) and the image/jpeg fallback differ by about
+// one level on average.
 //
 // # Errors
 //

@@ -25,5 +25,9 @@
 //     scale: callers pass a [ScalingFactor] and the size is computed here.
 //   - Truncated data: [FlagStopOnWarning] is always set, so a premature end of
 //     data is an error instead of grey rows.
+//   - After a failed call (seen with a truncated header) libjpeg-turbo 2.1
+//     can leave a handle mid-stream so that the next header read on good data
+//     fails ("Bogus DQT index"): a [Decompressor] replaces its handle after
+//     every error.
 //   - A handle is not safe for concurrent use; it is not tied to a thread.
 package turbojpeg
