@@ -33,11 +33,12 @@ type Report struct {
 	Host string    `json:"host"`
 	// CPUs is the number of CPUs the harness saw.
 	CPUs int `json:"cpus"`
-	// Rounds, Warmup, Timeout and Cold repeat the plan.
+	// Rounds, Warmup, Timeout, Cold and Warm repeat the plan.
 	Rounds   int           `json:"rounds"`
 	Warmup   int           `json:"warmup_batches"`
 	Timeout  time.Duration `json:"timeout_ns"`
 	Cold     bool          `json:"cold"`
+	Warm     bool          `json:"warm"`
 	Baseline string        `json:"baseline"`
 	Loaders  []Loader      `json:"loaders"`
 	// Runs are every run in the order they ran.
@@ -105,7 +106,7 @@ func Compare(ctx context.Context, p Plan, progress func(Result)) (*Report, error
 	}
 	rep := &Report{
 		Date: time.Now(), Host: host, CPUs: runtime.NumCPU(), Rounds: rounds,
-		Warmup: p.Options.Warmup, Timeout: timeout, Cold: p.Options.Cold,
+		Warmup: p.Options.Warmup, Timeout: timeout, Cold: p.Options.Cold, Warm: p.Options.Warm && !p.Options.Cold,
 		Baseline: p.Baseline, Loaders: p.Loaders,
 	}
 	var err error

@@ -22,9 +22,12 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // rounds in parentheses, ratios to the baseline), and the commands.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	cache := "warm (page cache as left by earlier runs)"
-	if r.Cold {
+	cache := "page cache as left by earlier runs"
+	switch {
+	case r.Cold:
 		cache = "cold (page cache of the data dropped before each run)"
+	case r.Warm:
+		cache = "warm (data read into the page cache, outside the run's cgroup, before each run)"
 	}
 	fmt.Fprintf(&b, "%s on %s (%d CPUs): %d round(s) per loader and limit, alternating order; warm-up %d batches; timeout %v; %s.\n\n",
 		r.Date.Format("2006-01-02 15:04 MST"), r.Host, r.CPUs, r.Rounds, r.Warmup, r.Timeout, cache)

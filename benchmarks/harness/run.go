@@ -67,7 +67,11 @@ type Options struct {
 	// loader's reads then come from the disk and their page cache is charged to the
 	// run's group.
 	Cold bool
-	// Data lists the dataset's files, for Cold.
+	// Warm reads Data before each run (see [WarmCache]), so the loader finds it in the
+	// page cache, charged to the harness's cgroup rather than the run's: the loader's
+	// peak then excludes the dataset's cache. Cold wins when both are set.
+	Warm bool
+	// Data lists the dataset's files, for Cold and Warm.
 	Data []string
 	// SampleInterval is how often memory.current is sampled (DefaultSampleInterval when
 	// zero).
@@ -115,6 +119,7 @@ type Result struct {
 	// of the data was dropped first.
 	Limit int64 `json:"limit_bytes"`
 	Cold  bool  `json:"cold"`
+	Warm  bool  `json:"warm"`
 	// Group is the cgroup the run used (removed afterwards).
 	Group string `json:"group"`
 	// Start is when the loader was started; Wall the time until it exited (or was
@@ -180,15 +185,20 @@ func Run(ctx context.Context, l Loader, o Options) (res Result, err error) {
 	if o.GroupPrefix == "" {
 		o.GroupPrefix = DefaultGroupPrefix
 	}
-	res = Result{Loader: l.Name, Limit: max(o.MemoryLimit, 0), Cold: o.Cold, DoneSamples: -1, ExitCode: -1}
+	res = Result{Loader: l.Name, Limit: max(o.MemoryLimit, 0), Cold: o.Cold, Warm: o.Warm && !o.Cold, DoneSamples: -1, ExitCode: -1}
 	// The blocked start execs the program only after moving it into the group, where a
 	// missing program shows up as exit status 127; find it first to fail clearly.
 	if _, err := exec.LookPath(l.Argv[0]); err != nil {
 		return res, fmt.Errorf("harness: loader %q: %w", l.Name, err)
 	}
-	if o.Cold {
+	switch {
+	case o.Cold:
 		if err := DropCache(o.Data); err != nil {
 			return res, fmt.Errorf("harness: loader %q: cold run: %w", l.Name, err)
+		}
+	case o.Warm:
+		if err := WarmCache(o.Data); err != nil {
+			return res, fmt.Errorf("harness: loader %q: warm run: %w", l.Name, err)
 		}
 	}
 	res.Group = fmt.Sprintf("%s-%s-%d-%d", o.GroupPrefix, unsafeName.ReplaceAllString(l.Name, "_"), runSeq.Add(1), os.Getpid())

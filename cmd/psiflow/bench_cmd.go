@@ -40,6 +40,10 @@ are separated by a lone "--"; use -spec when a loader's own arguments contain on
 A spec file is JSON: {"loaders":[{"name":"dataloader","argv":["/usr/bin/python3",
 "benchmarks/peers/dataloader.py","--data","{data}"],"env":["K=V"],"dir":""}]}.
 
+Without -cold or -warm the page cache is left as earlier runs left it; a loader that
+drops its files' cache after reading (psiflow's reader does) then makes the next run
+cold. A file read for the first time is charged to the cgroup that read it.
+
 Example (the DataLoader against psiflow, unconstrained and at 256 MiB, cold):
   psiflow bench -data /tmp/imgs -limit none,256M -rounds 3 -cold -timeout 5m -- \
     dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
@@ -64,7 +68,8 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	rounds := fs.Int("rounds", 3, "runs of each loader at each limit")
 	timeout := fs.Duration("timeout", 10*time.Minute, "wall-clock limit of one run; the group is killed and the run reported as did-not-finish")
 	warmup := fs.Int("warmup", 3, "leading batches left out of samples/s and latency")
-	cold := fs.Bool("cold", false, "drop the page cache of the -data files before each run (fadvise DONTNEED)")
+	cold := fs.Bool("cold", false, "drop the page cache of the -data files before each run (fadvise DONTNEED); their cache is then charged to the run")
+	warm := fs.Bool("warm", false, "read the -data files into the page cache before each run, outside the run's cgroup (so the run's peak excludes it)")
 	baseline := fs.String("baseline", "", "loader the others are compared to (default: the first)")
 	spec := fs.String("spec", "", "JSON file with the loaders (instead of the command line)")
 	jsonOut := fs.String("json", "", "also write the full report (every run) as JSON to this file")
@@ -85,10 +90,13 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if *rounds < 1 || *warmup < 0 || *timeout <= 0 {
 		return fmt.Errorf("%w: -rounds must be ≥ 1, -warmup ≥ 0 and -timeout > 0", errUsage)
 	}
-	opts := harness.Options{Timeout: *timeout, Warmup: *warmup, Cold: *cold, Timeline: *timeline}
-	if *cold {
+	if *cold && *warm {
+		return fmt.Errorf("%w: -cold and -warm exclude each other", errUsage)
+	}
+	opts := harness.Options{Timeout: *timeout, Warmup: *warmup, Cold: *cold, Warm: *warm, Timeline: *timeline}
+	if *cold || *warm {
 		if *data == "" {
-			return fmt.Errorf("%w: -cold needs -data", errUsage)
+			return fmt.Errorf("%w: -cold and -warm need -data", errUsage)
 		}
 		if opts.Data, err = harness.DataFiles(*data); err != nil {
 			return err
