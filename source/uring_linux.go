@@ -205,9 +205,14 @@ func (r *uringReader) fail(err error) error {
 }
 
 // wait submits what is prepared and blocks until at least n completions are
-// moved to the backlog (or nothing is in flight).
+// moved to the backlog (or nothing is in flight). It first submits without
+// waiting (cached reads complete inline) and reaps, and blocks in the kernel
+// only when that is not enough.
 func (r *uringReader) wait(n int) error {
 	for {
+		if _, err := r.ring.Submit(0); err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EBUSY) {
+			return r.fail(err)
+		}
 		r.drain()
 		if len(r.backlog) >= n || r.inflight == 0 {
 			return nil

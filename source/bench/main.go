@@ -11,9 +11,10 @@
 //   - fadvise: page-cache residency of the small files and of a streamed
 //     large file with DropCache off and on.
 //
-// It reports throughput (median and range over rounds) and CPU seconds per
-// GB (getrusage: the process for psiflow, its children for fio), and whether
-// each goal of the reader issue is met. Data (≤ 1.5 GiB) is written under
+// It reports throughput (median and range over rounds), CPU seconds per GB
+// (getrusage: the process for psiflow, its children for fio, which includes
+// fio's start-up), the cores used (throughput × CPU s/GB), and whether each
+// goal of the reader issue is met. Data (≤ 1.5 GiB) is written under
 // -dir and removed at the end. Run it as root (mlock of the cached file).
 //
 // Usage: go run ./source/bench [-dir /var/tmp] [-rounds 5] [-fio fio] [-quick]
@@ -243,11 +244,11 @@ func rotate(title string, cs []contender) ([]*result, error) {
 		}
 	}
 	fmt.Printf("## %s (%d rounds, median [min–max])\n", title, *rounds)
-	fmt.Printf("%-48s %22s %22s\n", "reader", "GB/s", "CPU s/GB")
+	fmt.Printf("%-48s %22s %22s %6s\n", "reader", "GB/s", "CPU s/GB", "cores")
 	for _, r := range res {
 		m, lo, hi := med(r.gbps)
 		c, clo, chi := med(r.cpuGB)
-		fmt.Printf("%-48s %6.2f [%5.2f–%5.2f] %6.3f [%5.3f–%5.3f]\n", r.name, m, lo, hi, c, clo, chi)
+		fmt.Printf("%-48s %6.2f [%5.2f–%5.2f] %6.3f [%5.3f–%5.3f] %6.2f\n", r.name, m, lo, hi, c, clo, chi, m*c)
 	}
 	fmt.Println()
 	return res, nil
@@ -275,6 +276,11 @@ func summarize(cases []caseReport) {
 			ratio := bestOursV / bestFioV
 			fmt.Printf("%-20s throughput: best psiflow io_uring (%s) %.2f GB/s = %.2f× best fio (%s, %.2f GB/s): goal ≥ 0.9× %s\n",
 				c.name, bestOurs.name, bestOursV, ratio, bestFio.name, bestFioV, verdict(ratio >= 0.9))
+			// On a shared, CPU-bound machine throughput follows the CPU share a
+			// reader gets; bytes per CPU-second compare the work each one does.
+			uc, _, _ := med(bestOurs.cpuGB)
+			fc, _, _ := med(bestFio.cpuGB)
+			fmt.Printf("%-20s efficiency: %.1f GB per CPU-second vs %.1f for that fio engine (%.2f×)\n", c.name, 1/uc, 1/fc, fc/uc)
 		}
 		// CPU per GB: each io_uring contender against the pread one in the same mode.
 		for _, u := range c.res {
