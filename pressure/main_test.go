@@ -1,0 +1,24 @@
+package pressure
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// helperEnv selects a helper mode when the test binary is re-executed as a child that
+// makes memory pressure (see realpressure_linux_test.go).
+const testHelperEnv = "PSIFLOW_PRESSURE_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(testHelperEnv); mode != "" {
+		if err := runTestHelper(mode); err != nil {
+			fmt.Fprintf(os.Stderr, "pressure test helper %s: %v\n", mode, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
