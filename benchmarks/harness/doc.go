@@ -26,8 +26,9 @@
 // [Compare] runs a [Plan]: every loader at every limit for R rounds, alternating the
 // order each round (A B, B A, …), and summarises each loader and limit with the median
 // and range of each metric and its ratios to a baseline loader. A [Report] is written
-// as Markdown ([Report.WriteMarkdown], for docs/BENCHMARKS.md) or JSON
-// ([Report.WriteJSON], every run included). Cold runs drop the page cache of the data
+// as Markdown ([Report.WriteMarkdown], for docs/BENCHMARKS.md), JSON
+// ([Report.WriteJSON], every run included) or an SVG plot of each run's memory use over
+// time ([Report.WriteSVG], with Options.Timeline). Cold runs drop the page cache of the data
 // files before each run ([DropCache]).
 //
 // The launcher's "psiflow bench" command is the front end.
@@ -35,8 +36,7 @@
 // # What it does not own
 //
 // The loaders themselves (benchmarks/peers, benchmarks/loaders and the comparisons
-// under benchmarks/), the cgroup file formats (package cgroup) and plots (the JSON
-// report, with Options.Timeline, carries the memory series to draw them from).
+// under benchmarks/) and the cgroup file formats (package cgroup).
 //
 // # Platform
 //

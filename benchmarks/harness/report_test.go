@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,45 @@ func TestFormatBytes(t *testing.T) {
 	}{{0, "none"}, {-1, "none"}, {256 << 20, "256 MiB"}, {2 << 30, "2 GiB"}, {1000, "1000 B"}} {
 		if got := FormatBytes(tt.n); got != tt.want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestWriteSVG(t *testing.T) {
+	mem := func(peak int64) []Point {
+		return []Point{{T: 0, Bytes: 0}, {T: 1, Bytes: peak / 2}, {T: 2, Bytes: peak}}
+	}
+	rep := &Report{
+		Loaders: []Loader{{Name: "dataloader"}, {Name: "psi<flow>"}},
+		Runs: []Result{
+			{Loader: "dataloader", Limit: 256 << 20, Outcome: TimedOut, Memory: mem(256 << 20)},
+			{Loader: "psi<flow>", Limit: 256 << 20, Outcome: Finished, Memory: mem(60 << 20)},
+			{Loader: "psi<flow>", Limit: 0, Outcome: Finished, Memory: mem(70 << 20)},
+			{Loader: "dataloader", Limit: 0, Outcome: Finished},
+		},
+	}
+	var b bytes.Buffer
+	if err := rep.WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	for _, want := range []string{"<svg", "limit 256 MiB", "limit none", "psi&lt;flow&gt; r0: finished", "dataloader r0: timeout", "stroke-dasharray", "<circle"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+	if n := strings.Count(s, "<polyline"); n != 3 {
+		t.Errorf("%d lines drawn, want 3 (the run without a series is left out)", n)
+	}
+	if err := (&Report{Runs: []Result{{Loader: "x"}}}).WriteSVG(&b); err == nil {
+		t.Error("a report without memory series drew a plot")
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for in, want := range map[float64]float64{0: 1, 0.3: 0.5, 1: 1, 1.1: 2, 3: 5, 7: 10, 230: 500, 19.5: 20} {
+		if got := niceCeil(in); math.Abs(got-want) > 1e-9 {
+			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
 		}
 	}
 }

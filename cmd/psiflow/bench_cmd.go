@@ -74,6 +74,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	spec := fs.String("spec", "", "JSON file with the loaders (instead of the command line)")
 	jsonOut := fs.String("json", "", "also write the full report (every run) as JSON to this file")
 	mdOut := fs.String("md", "", "also write the Markdown table to this file")
+	svgOut := fs.String("svg", "", "also plot each run's memory.current over time to this SVG file (implies -timeline)")
 	loaderStderr := fs.Bool("loader-stderr", false, "copy the loaders' standard error to this command's")
 	timeline := fs.Bool("timeline", false, "keep each run's memory.current samples (20 Hz) in the JSON report")
 	if err := parseFlags(fs, args); err != nil {
@@ -93,7 +94,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if *cold && *warm {
 		return fmt.Errorf("%w: -cold and -warm exclude each other", errUsage)
 	}
-	opts := harness.Options{Timeout: *timeout, Warmup: *warmup, Cold: *cold, Warm: *warm, Timeline: *timeline}
+	opts := harness.Options{Timeout: *timeout, Warmup: *warmup, Cold: *cold, Warm: *warm, Timeline: *timeline || *svgOut != ""}
 	if *cold || *warm {
 		if *data == "" {
 			return fmt.Errorf("%w: -cold and -warm need -data", errUsage)
@@ -128,6 +129,11 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	if *jsonOut != "" {
 		if err := writeFileWith(*jsonOut, rep.WriteJSON); err != nil {
+			return err
+		}
+	}
+	if *svgOut != "" && len(rep.Runs) > 0 {
+		if err := writeFileWith(*svgOut, rep.WriteSVG); err != nil {
 			return err
 		}
 	}

@@ -99,9 +99,10 @@ echo '{"event":"done","samples":50,"t":6}'
 		t.Fatal(err)
 	}
 	jsonPath := filepath.Join(dir, "report.json")
+	svgPath := filepath.Join(dir, "memory.svg")
 	var out bytes.Buffer
 	code := dispatch(context.Background(), &out, &out, []string{"bench", "-data", dir, "-rounds", "2", "-warmup", "1", "-limit", "none,64M",
-		"-cold", "-timeout", "30s", "-json", jsonPath, "--", "one=" + script, "{data}", "--", "two=/bin/sh", script})
+		"-cold", "-timeout", "30s", "-json", jsonPath, "-svg", svgPath, "--", "one=" + script, "{data}", "--", "two=/bin/sh", script})
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out.String())
 	}
@@ -113,6 +114,9 @@ echo '{"event":"done","samples":50,"t":6}'
 	b, err := os.ReadFile(jsonPath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if svg, err := os.ReadFile(svgPath); err != nil || !strings.Contains(string(svg), "limit 64 MiB") {
+		t.Errorf("SVG plot missing or without the 64 MiB chart (%v)", err)
 	}
 	var rep harness.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
