@@ -25,6 +25,7 @@ const (
 	PolicyKeep
 )
 
+// String returns the policy's name (EvictCPU, MarkPreemptible, Keep).
 func (p Policy) String() string {
 	switch p {
 	case PolicyEvictCPU:

@@ -220,6 +220,7 @@ type StableBudgetError struct {
 	Used, Capacity int64
 }
 
+// Error names the chunks and shows the need, the use and the tier.
 func (e *StableBudgetError) Error() string {
 	return fmt.Sprintf("uma: stable lease on chunks %s#%d..%d refused: needs %d bytes, stable tier has %d of %d bytes in use (Config.StableBytes)",
 		e.Arena, e.First, e.Last, e.Need, e.Used, e.Capacity)

@@ -134,6 +134,7 @@ type TransitionError struct {
 	Op string
 }
 
+// Error names the chunk, both states and the operation.
 func (e *TransitionError) Error() string {
 	return fmt.Sprintf("uma: %s: illegal transition of chunk %s from %s to %s", e.Op, e.Chunk, e.From, e.To)
 }
@@ -144,4 +145,5 @@ type ChunkID struct {
 	Index int
 }
 
+// String spells the chunk as arena#index.
 func (c ChunkID) String() string { return fmt.Sprintf("%s#%d", c.Arena, c.Index) }
