@@ -132,3 +132,5 @@ func SelfPressurePath(resource string) (path, reason string) {
 	}
 	return p, "own cgroup " + dir
 }
+
+func closeFD(fd int) { unix.Close(fd) }
