@@ -33,8 +33,9 @@
 // # Leases
 //
 //   - [ByteLease] ([Arena.Lease], [Pool.Alloc]): reference counted
-//     (Retain/Release), holds its bytes of a graph's byte budget from before
-//     the bytes are taken until the last Release.
+//     (Retain/Release, so it is a stage.Retainer and may be broadcast), holds
+//     its bytes of a graph's byte budget from before the bytes are taken until
+//     the last Release.
 //   - [PinLease] ([Arena.Pin]): mlock; on EPERM or ENOMEM UMA stops calling
 //     mlock, says so once through the Logger, and pin leases keep their
 //     reference-count meaning (pinned chunks are never preempted).
@@ -91,7 +92,14 @@
 //     [ErrNoRehydrate].
 //
 // The cost is one write per page plus one xxh3 pass over the chunk, below
-// the cost of a memcpy of it (see docs/bench/uma.md).
+// the cost of a memcpy of it with the default huge-page hint (see
+// docs/bench/uma.md).
+//
+// [UMA.Reconcile] (periodically: [UMA.RunReconciler]) checks PREEMPTIBLE
+// chunks with mincore without touching them and turns the ones the kernel
+// took into EVICTED chunks (a fault), so that the preemptible bytes reported
+// are bytes still resident. It cannot prove a chunk intact; only the
+// re-acquire above does.
 //
 // # Start-up validation and metrics
 //

@@ -36,14 +36,14 @@ func (l *ByteLease) Offset() int64 { return l.off }
 // Arena is the arena the bytes live in.
 func (l *ByteLease) Arena() *Arena { return l.a }
 
-// Retain adds a reference (for fan-out: each branch releases its own).
-// Retaining a released lease is a bug and is logged.
-func (l *ByteLease) Retain() *ByteLease {
+// Retain adds a reference (for fan-out: each branch releases its own); it
+// makes a byte lease a stage.Retainer. Retaining a released lease is a bug
+// and is logged.
+func (l *ByteLease) Retain() {
 	if l.refs.Add(1) <= 1 {
 		l.refs.Add(-1)
 		l.a.u.log.Error("uma: Retain of a released byte lease", "arena", l.a.name, "offset", l.off, "bytes", l.n)
 	}
-	return l
 }
 
 // Release drops one reference; the last one returns the bytes to the ledger

@@ -1,0 +1,76 @@
+//go:build linux
+
+package uma
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestReconcile(t *testing.T) {
+	ctx := context.Background()
+	u := newTestUMA(t, testConfig())
+	var src patternRehydrate
+	a, err := u.NewArena("rec", 4*u.ChunkSize(), ArenaOptions{Rehydrate: src.fn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Hydrate(ctx, 0, a.Size()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.MarkPreemptible(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel takes chunk 1 entirely and one page of chunk 3.
+	if err := u.k.madvise(a.span(1), advisePageout); err != nil {
+		t.Skip(err)
+	}
+	if err := u.k.madvise(a.span(3)[:u.page], advisePageout); err != nil {
+		t.Fatal(err)
+	}
+	if nonResident(t, a, 1) == 0 {
+		t.Skip("MADV_PAGEOUT after MADV_FREE did not reclaim on this kernel")
+	}
+	res, err := u.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Checked != 4 || res.Reclaimed != 2 || res.Bytes != 2*u.ChunkSize() {
+		t.Fatalf("Reconcile = %+v, want 4 checked, 2 reclaimed", res)
+	}
+	s := u.Snapshot()
+	if s.PreemptibleMarked != 2*u.ChunkSize() || s.States[Evicted] != 2 || s.Faults != 2 {
+		t.Fatalf("after reconcile: marked %d, states %v, faults %d", s.PreemptibleMarked, s.States, s.Faults)
+	}
+	before := src.calls
+	l, err := a.Lease(ctx, 0, a.Size(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off := checkPattern(a, 0, l.Bytes()); off >= 0 {
+		t.Errorf("byte %d differs", off)
+	}
+	l.Release()
+	if src.calls-before != 2 || u.Faults() != 2 {
+		t.Errorf("re-hydrated %d, faults %d; want 2 and 2 (no double count)", src.calls-before, u.Faults())
+	}
+}
+
+func TestRunReconcilerStops(t *testing.T) {
+	u := newTestUMA(t, testConfig())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- u.RunReconciler(ctx, time.Millisecond) }()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("RunReconciler returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunReconciler did not stop")
+	}
+}
