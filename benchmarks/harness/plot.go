@@ -97,13 +97,14 @@ func (r *Report) chart(b *strings.Builder, limit int64, y0 int, color map[string
 	}
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
+// niceCeil rounds v up to a round number (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a
+// power of ten).
 func niceCeil(v float64) float64 {
 	if v <= 0 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
 		if m*p >= v {
 			return m * p
 		}

@@ -108,7 +108,7 @@ func TestWriteSVG(t *testing.T) {
 }
 
 func TestNiceCeil(t *testing.T) {
-	for in, want := range map[float64]float64{0: 1, 0.3: 0.5, 1: 1, 1.1: 2, 3: 5, 7: 10, 230: 500, 19.5: 20} {
+	for in, want := range map[float64]float64{0: 1, 0.3: 0.3, 1: 1, 1.1: 1.2, 3: 3, 7: 8, 201.6: 250, 19.5: 20, 9: 10} {
 		if got := niceCeil(in); math.Abs(got-want) > 1e-9 {
 			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
 		}
