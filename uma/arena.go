@@ -49,6 +49,11 @@ type ArenaOptions struct {
 	Rehydrate RehydrateFunc
 	// Policy is the post-GPU-load policy (default PolicyEvictCPU).
 	Policy Policy
+	// PreemptWithoutSource lets MarkPreemptible, EvictTail and PostGPULoad
+	// take chunks that have no re-hydrate function, accepting that their bytes
+	// may be lost (a cache that can be rebuilt some other way). By default
+	// such chunks are skipped: preemption never loses data it cannot re-read.
+	PreemptWithoutSource bool
 	// NoHugePages skips the MADV_HUGEPAGE hint. By default arenas ask for
 	// transparent huge pages: far fewer TLB misses when a re-acquire touches
 	// and hashes a whole chunk. The hint is advisory; errors are ignored.
@@ -86,6 +91,7 @@ type Arena struct {
 	closed    bool
 	leases    leaseCounts
 	fn        RehydrateFunc
+	lossy     bool // ArenaOptions.PreemptWithoutSource
 }
 
 // NewArena maps size bytes for the artifact name (unique in this UMA).
@@ -127,7 +133,7 @@ func (u *UMA) newArena(name string, size int64, opts ArenaOptions, pool *Pool) (
 	if !opts.NoHugePages {
 		_ = u.k.madvise(mem, adviseHugePage) // advisory: THP may be off
 	}
-	a := &Arena{u: u, name: name, mem: mem, size: size, chunkSize: cs, pool: pool, fn: opts.Rehydrate}
+	a := &Arena{u: u, name: name, mem: mem, size: size, chunkSize: cs, pool: pool, fn: opts.Rehydrate, lossy: opts.PreemptWithoutSource}
 	a.policy.Store(int32(opts.Policy))
 	a.chunks = make([]chunk, (mapped+cs-1)/cs)
 	now := u.now()
@@ -173,6 +179,12 @@ func (a *Arena) SetRehydrate(index int, fn RehydrateFunc) error {
 }
 
 func (a *Arena) id(i int) ChunkID { return ChunkID{a.name, i} }
+
+// sourcedLocked says whether chunk i may lose its bytes: it has a re-hydrate
+// function, or the arena accepts the loss.
+func (a *Arena) sourcedLocked(i int) bool {
+	return a.lossy || a.fn != nil || a.chunks[i].rehydrate != nil
+}
 
 // span is chunk i's bytes in the mapping (page-rounded at the end).
 func (a *Arena) span(i int) []byte {

@@ -53,7 +53,9 @@
 //
 // [Arena.MarkPreemptible] marks a ratio of an arena's chunks PREEMPTIBLE,
 // coldest first by last access, skipping leased, pinned, stable, LOCKED_TX
-// and EVICTED chunks: it records an xxh3 checksum of each chunk and then
+// and EVICTED chunks, and chunks with no re-hydrate function (their bytes
+// could not be brought back; ArenaOptions.PreemptWithoutSource accepts the
+// loss): it records an xxh3 checksum of each chunk and then
 // calls madvise(MADV_FREE), falling back to MADV_DONTNEED (chunk EVICTED)
 // where the kernel refuses MADV_FREE. [Arena.EvictTail] drops chunks at once
 // (MADV_DONTNEED, last chunk first; MADV_PAGEOUT does nothing to private

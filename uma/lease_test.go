@@ -178,7 +178,7 @@ func TestPinLease(t *testing.T) {
 			cfg := testConfig()
 			cfg.kernel, cfg.Logger = fk, logs.logger()
 			u := newTestUMA(t, cfg)
-			a, err := u.NewArena("p", 4*u.ChunkSize(), ArenaOptions{})
+			a, err := u.NewArena("p", 4*u.ChunkSize(), ArenaOptions{PreemptWithoutSource: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,7 +224,7 @@ func TestTransferLifecycle(t *testing.T) {
 	ctx := context.Background()
 	cfg := testConfig()
 	u := newTestUMA(t, cfg)
-	a, err := u.NewArena("t", 2*u.ChunkSize(), ArenaOptions{Policy: PolicyMarkPreemptible})
+	a, err := u.NewArena("t", 2*u.ChunkSize(), ArenaOptions{Policy: PolicyMarkPreemptible, PreemptWithoutSource: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestMarkPreemptibleColdestFirst(t *testing.T) {
 func TestCoolAndEvictTail(t *testing.T) {
 	ctx := context.Background()
 	u := newTestUMA(t, testConfig())
-	a, err := u.NewArena("c", 4*u.ChunkSize(), ArenaOptions{})
+	a, err := u.NewArena("c", 4*u.ChunkSize(), ArenaOptions{PreemptWithoutSource: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,14 +423,26 @@ func TestCoolAndEvictTail(t *testing.T) {
 func TestReclaimedWithoutSource(t *testing.T) {
 	ctx := context.Background()
 	u := newTestUMA(t, testConfig())
-	a, err := u.NewArena("nosrc", 2*u.ChunkSize(), ArenaOptions{})
+	safe, err := u.NewArena("safe", 2*u.ChunkSize(), ArenaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer safe.Close()
+	// By default chunks without a source are never preempted or evicted.
+	if res, err := safe.MarkPreemptible(ctx, 1); err != nil || res.Marked != 0 || res.NoSource != 2 {
+		t.Fatalf("MarkPreemptible without a source: %+v, %v", res, err)
+	}
+	if n, err := safe.EvictTail(safe.Size()); err != nil || n != 0 {
+		t.Fatalf("EvictTail without a source evicted %d, %v", n, err)
+	}
+	a, err := u.NewArena("nosrc", 2*u.ChunkSize(), ArenaOptions{PreemptWithoutSource: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	writePattern(t, a)
-	if _, err := a.MarkPreemptible(ctx, 1); err != nil {
-		t.Fatal(err)
+	if res, err := a.MarkPreemptible(ctx, 1); err != nil || res.Marked != 2 {
+		t.Fatal(res, err)
 	}
 	// Chunk 1 untouched by the kernel comes back verified.
 	l, err := a.Lease(ctx, u.ChunkSize(), u.ChunkSize(), nil)
@@ -529,7 +541,7 @@ func TestMadvFreeFallback(t *testing.T) {
 	fk.freeErr = unix.EIO
 	fk.mu.Unlock()
 	u.freeOff.Store(false)
-	a2, err := u.NewArena("f2", u.ChunkSize(), ArenaOptions{})
+	a2, err := u.NewArena("f2", u.ChunkSize(), ArenaOptions{PreemptWithoutSource: true})
 	if err != nil {
 		t.Fatal(err)
 	}

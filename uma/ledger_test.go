@@ -22,7 +22,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //
 // Commands (chunk ranges are i or i..j; a lease name is given with id=):
 //
-//	new NAME chunks=N [source]     arena of N chunks (source: re-hydrate from a pattern)
+//	new NAME chunks=N [source] [lossy]  arena of N chunks (source: re-hydrate
+//	                               from a pattern; lossy: PreemptWithoutSource)
 //	write NAME i[..j]              overwrite whole chunks with the pattern
 //	hydrate NAME i[..j]
 //	lease|pin|stable|tx ID NAME i[..j]
@@ -163,8 +164,13 @@ func (e *scriptEnv) run(t *testing.T, cmd string) string {
 	case "new":
 		n, _ := strconv.Atoi(strings.TrimPrefix(f[2], "chunks="))
 		opts := ArenaOptions{}
-		if len(f) > 3 && f[3] == "source" {
-			opts.Rehydrate = e.src.fn
+		for _, flag := range f[3:] {
+			switch flag {
+			case "source":
+				opts.Rehydrate = e.src.fn
+			case "lossy":
+				opts.PreemptWithoutSource = true
+			}
 		}
 		a, err := e.u.NewArena(f[1], int64(n)*e.u.ChunkSize(), opts)
 		if err == nil {
@@ -239,7 +245,7 @@ func (e *scriptEnv) run(t *testing.T, cmd string) string {
 	case "mark":
 		r, _ := strconv.ParseFloat(f[2], 64)
 		m, err := arena(1).MarkPreemptible(ctx, r)
-		return fmt.Sprintf("marked=%d evicted=%d skipped=%d\n", m.Marked, m.Evicted, m.Skipped) + res(err)
+		return fmt.Sprintf("marked=%d evicted=%d skipped=%d nosource=%d\n", m.Marked, m.Evicted, m.Skipped, m.NoSource) + res(err)
 	case "evict":
 		a := arena(1)
 		k, _ := strconv.Atoi(f[2])

@@ -22,6 +22,9 @@ type MarkResult struct {
 	// Skipped counts chunks not eligible: leased, pinned, stable, LOCKED_TX,
 	// EVICTED or busy.
 	Skipped int
+	// NoSource counts chunks skipped because they have no re-hydrate function
+	// (see ArenaOptions.PreemptWithoutSource); they are also in Skipped.
+	NoSource int
 	// Disabled is true when enable_preemptible is off: nothing was marked.
 	Disabled bool
 }
@@ -42,8 +45,9 @@ func (a *Arena) eligibleLocked(i int, states ...State) bool {
 
 // MarkPreemptible makes floor(ratio × chunks) of the arena's chunks
 // PREEMPTIBLE, counting those already PREEMPTIBLE, coldest first (by last
-// access; ties by index). Chunks with byte leases, pins or stable leases, and
-// LOCKED_TX or EVICTED chunks, are skipped. For each chosen chunk it records
+// access; ties by index). Chunks with byte leases, pins or stable leases,
+// LOCKED_TX or EVICTED chunks, and chunks without a re-hydrate function
+// (unless ArenaOptions.PreemptWithoutSource) are skipped. For each chosen chunk it records
 // an xxh3 checksum of the bytes and then calls madvise(MADV_FREE); where the
 // kernel refuses MADV_FREE (EINVAL) it falls back to MADV_DONTNEED, logged
 // once, and the chunk is EVICTED instead. With enable_preemptible off it
@@ -72,6 +76,9 @@ func (a *Arena) MarkPreemptible(ctx context.Context, ratio float64) (MarkResult,
 		switch {
 		case a.chunks[i].state == Preemptible:
 			target--
+		case a.eligibleLocked(i, Hot, Cold, CopiedGPU) && !a.sourcedLocked(i):
+			res.NoSource++
+			res.Skipped++
 		case a.eligibleLocked(i, Hot, Cold, CopiedGPU):
 			cand = append(cand, i)
 		default:
@@ -171,7 +178,8 @@ func (u *UMA) lazyFree(b []byte) (evicted bool, err error) {
 
 // EvictTail drops the host copy of up to want bytes, last chunk first:
 // madvise(MADV_DONTNEED) on HOT, COLD, COPIED_GPU and PREEMPTIBLE chunks
-// without leases, which become EVICTED (re-hydrated on next use). It returns
+// without leases that have a re-hydrate function (or whose arena sets
+// PreemptWithoutSource); they become EVICTED (re-hydrated on next use). It returns
 // the bytes evicted. (MADV_PAGEOUT does nothing to private anonymous memory
 // without swap, so eviction uses MADV_DONTNEED.)
 func (a *Arena) EvictTail(want int64) (int64, error) {
@@ -197,7 +205,7 @@ func (a *Arena) evict(want int64, onlyPreemptible bool) (int64, error) {
 	var cand []int
 	var sum int64
 	for i := len(a.chunks) - 1; i >= 0 && sum < want; i-- {
-		if a.eligibleLocked(i, states...) {
+		if a.eligibleLocked(i, states...) && a.sourcedLocked(i) {
 			cand = append(cand, i)
 			sum += a.chunkLen(i)
 			a.chunks[i].busy = make(chan struct{})
