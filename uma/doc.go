@@ -61,7 +61,8 @@
 // (MADV_DONTNEED, last chunk first; MADV_PAGEOUT does nothing to private
 // anonymous memory without swap). [Arena.PostGPULoad] applies the arena's
 // [Policy] (EvictCPU, MarkPreemptible, Keep). Config.DisablePreemptible and
-// [UMA.SetPreemptible] are the enable_preemptible switch.
+// [UMA.SetPreemptible] are the enable_preemptible switch;
+// Config.MaxFaultsPerSecond stops marking while re-hydration is churning.
 //
 // # Never serving reclaimed bytes
 //

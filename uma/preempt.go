@@ -27,6 +27,9 @@ type MarkResult struct {
 	NoSource int
 	// Disabled is true when enable_preemptible is off: nothing was marked.
 	Disabled bool
+	// Throttled is true when the fault rate reached Config.MaxFaultsPerSecond:
+	// nothing was marked, since re-hydration is already churning.
+	Throttled bool
 }
 
 // eligibleLocked says whether chunk i may be preempted or evicted now.
@@ -65,6 +68,10 @@ func (a *Arena) MarkPreemptible(ctx context.Context, ratio float64) (MarkResult,
 		return res, nil
 	}
 	u := a.u
+	if lim := u.cfg.MaxFaultsPerSecond; lim > 0 && u.rate.perSecond(u.now()) >= lim {
+		res.Throttled = true
+		return res, nil
+	}
 	u.mu.Lock()
 	if err := a.checkOpenLocked("mark preemptible"); err != nil {
 		u.mu.Unlock()

@@ -74,3 +74,35 @@ func TestRunReconcilerStops(t *testing.T) {
 		t.Fatal("RunReconciler did not stop")
 	}
 }
+
+func TestMarkPreemptibleThrottledByFaultRate(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig()
+	cfg.MaxFaultsPerSecond = 0.5
+	u := newTestUMA(t, cfg)
+	now := int64(100e9)
+	u.clock = func() int64 { return now }
+	var src patternRehydrate
+	a, err := u.NewArena("thr", 2*u.ChunkSize(), ArenaOptions{Rehydrate: src.fn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Hydrate(ctx, 0, a.Size()); err != nil {
+		t.Fatal(err)
+	}
+	for range 29 { // 29 faults in the last minute: 0.48/s
+		u.rate.add(now)
+	}
+	if res, err := a.MarkPreemptible(ctx, 0.5); err != nil || res.Throttled || res.Marked != 1 {
+		t.Fatalf("below the limit: %+v, %v", res, err)
+	}
+	u.rate.add(now) // 30 faults: 0.5/s
+	if res, err := a.MarkPreemptible(ctx, 1); err != nil || !res.Throttled || res.Marked != 0 {
+		t.Fatalf("at the limit: %+v, %v", res, err)
+	}
+	now += 61e9 // a minute later the faults have aged out
+	if res, err := a.MarkPreemptible(ctx, 1); err != nil || res.Throttled || res.Marked != 1 {
+		t.Fatalf("after a quiet minute: %+v, %v", res, err)
+	}
+}

@@ -63,6 +63,10 @@ type Config struct {
 	// zero value enables preemption. While disabled MarkPreemptible marks
 	// nothing and every post-GPU-load policy acts as Keep. See SetPreemptible.
 	DisablePreemptible bool
+	// MaxFaultsPerSecond throttles preemption against thrashing: while the
+	// mean fault rate over the last minute is at or above it, MarkPreemptible
+	// marks nothing (MarkResult.Throttled). Zero: no throttle.
+	MaxFaultsPerSecond float64
 	// MemoryLimit returns the memory available to this process and where the
 	// figure came from. Nil uses cgroup.SelfMemoryLimit (smallest cgroup limit
 	// of this process and its ancestors, else MemTotal).
