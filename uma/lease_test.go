@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -336,9 +337,10 @@ func TestMarkPreemptibleColdestFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := u.ChunkSize()
+	var tick int64
+	u.clock = func() int64 { tick++; return tick } // distinct, ordered readings
 	// Access order makes chunks 6 and 3 the coldest, then 0.
 	for _, i := range []int{6, 3, 0, 1, 2, 4, 5, 7} {
-		time.Sleep(time.Microsecond) // distinct ledger clock readings
 		if err := a.RecordAccess(int64(i)*cs, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -354,7 +356,6 @@ func TestMarkPreemptibleColdestFirst(t *testing.T) {
 	}
 	// Re-record access order after taking leases (leasing touches).
 	for _, i := range []int{0, 1, 2, 4, 5, 7} {
-		time.Sleep(time.Microsecond)
 		_ = a.RecordAccess(int64(i)*cs, 1)
 	}
 	res, err := a.MarkPreemptible(ctx, 0.25)
@@ -852,6 +853,19 @@ func TestPool(t *testing.T) {
 		}
 		done <- err
 	}()
+	// Wait until the goroutine is blocked on the full pool, then free.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		u.mu.Lock()
+		waiting := p.wait != nil
+		u.mu.Unlock()
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Alloc on a full pool did not wait")
+		}
+		runtime.Gosched()
+	}
 	if err := p.FreeBytes(raw); err != nil {
 		t.Fatal(err)
 	}
