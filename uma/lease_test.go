@@ -174,6 +174,13 @@ func TestPinLease(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
+			if tt.mlockErr == nil {
+				probe := make([]byte, 4096)
+				if err := defaultKernel().mlock(probe); err != nil {
+					t.Skipf("the kernel refuses mlock to this process: %v", err)
+				}
+				_ = defaultKernel().munlock(probe)
+			}
 			var logs logBuffer
 			fk := &faultKernel{kernel: defaultKernel(), mlockErr: tt.mlockErr}
 			cfg := testConfig()
