@@ -46,6 +46,9 @@ func testConfig() Config {
 
 func newTestUMA(t testing.TB, cfg Config) *UMA {
 	t.Helper()
+	if !supported {
+		t.Skip("uma needs Linux")
+	}
 	u, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
