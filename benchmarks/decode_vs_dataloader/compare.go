@@ -84,8 +84,8 @@ func runCompare(ctx context.Context, args []string) error {
 		return err
 	}
 	loaders := []harness.Loader{
-		{Name: "dataloader", Argv: []string{*python, peer, "--data", *data, "--workers", strconv.Itoa(*workers), "--prefetch", "2", "--batch", "64"}},
-		{Name: "psiflow", Argv: []string{self, "loader", "-data", *data, "-workers", strconv.Itoa(*workers), "-batch", "64"}},
+		{Name: "dataloader", Argv: []string{self, "wrap", "--", *python, peer, "--data", *data, "--workers", strconv.Itoa(*workers), "--prefetch", "2", "--batch", "64"}},
+		{Name: "psiflow", Argv: []string{self, "wrap", "--", self, "loader", "-data", *data, "-workers", strconv.Itoa(*workers), "-batch", "64"}},
 	}
 	if *only != "" {
 		var keep []harness.Loader
@@ -123,6 +123,7 @@ func runCompare(ctx context.Context, args []string) error {
 		if werr := rep.WriteMarkdown(w); werr != nil && err == nil {
 			err = werr
 		}
+		writeCPUTable(w, rep)
 		if *js != "" {
 			f, ferr := os.Create(*js)
 			if ferr != nil {
@@ -135,4 +136,48 @@ func runCompare(ctx context.Context, args []string) error {
 		}
 	}
 	return err
+}
+
+// writeCPUTable adds samples per CPU-second (all processes of the loader, from
+// the wrap subcommand's report) per loader and limit: median and range over
+// the finished runs.
+func writeCPUTable(w io.Writer, rep *harness.Report) {
+	type key struct {
+		loader string
+		limit  int64
+	}
+	vals := map[key][]float64{}
+	var order []key
+	for _, r := range rep.Runs {
+		k := key{r.Loader, r.Limit}
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+			vals[k] = nil
+		}
+		var cpu float64
+		i := strings.LastIndex(r.StderrTail, "decode_vs_dataloader: cpu seconds ")
+		if r.Outcome != harness.Finished || i < 0 || r.DoneSamples <= 0 {
+			continue
+		}
+		if _, err := fmt.Sscanf(r.StderrTail[i:], cpuLine, &cpu); err != nil || cpu <= 0 {
+			continue
+		}
+		vals[k] = append(vals[k], float64(r.DoneSamples)/cpu)
+	}
+	fmt.Fprint(w, "\nSamples per CPU-second (user + system time of all the loader's processes, whole run including start-up):\n\n")
+	fmt.Fprintln(w, "| limit | loader | runs | samples per CPU-second |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: |")
+	for _, k := range order {
+		v := vals[k]
+		lim := "none"
+		if k.limit > 0 {
+			lim = harness.FormatBytes(k.limit)
+		}
+		if len(v) == 0 {
+			fmt.Fprintf(w, "| %s | %s | 0 | – |\n", lim, k.loader)
+			continue
+		}
+		s := harness.Summarize(v)
+		fmt.Fprintf(w, "| %s | %s | %d | %.0f (%.0f–%.0f) |\n", lim, k.loader, len(v), s.Median, s.Min, s.Max)
+	}
 }

@@ -26,7 +26,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: decode_vs_dataloader loader|compare [flags]")
+		fmt.Fprintln(os.Stderr, "usage: decode_vs_dataloader loader|compare|wrap [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -35,6 +35,8 @@ func main() {
 		err = runLoader(ctx, os.Args[2:])
 	case "compare":
 		err = runCompare(ctx, os.Args[2:])
+	case "wrap":
+		err = runWrap(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q (want loader or compare)", os.Args[1])
 	}
