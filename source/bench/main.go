@@ -6,7 +6,7 @@
 //   - cached: 1 MiB reads of a file pinned in the page cache (mmap+mlock),
 //     two workers reading disjoint halves;
 //   - direct: cold O_DIRECT 1 MiB reads of the same file;
-//   - small: cold reads of whole ~110 KB files (ImageNet-like sizes),
+//   - small: cold reads of whole 112 KiB files (ImageNet-like),
 //     through the psiflow Files dataset (open, stat, read, close);
 //   - fadvise: page-cache residency of the small files and of a streamed
 //     large file with DropCache off and on.
@@ -53,12 +53,14 @@ var (
 
 type result struct {
 	name   string
+	bytes  int64 // bytes read by the last run
 	gbps   []float64
 	cpuGB  []float64 // CPU seconds per GB
 	detail string
 }
 
 func (r *result) add(bytes int64, wall, cpu time.Duration) {
+	r.bytes = bytes
 	gb := float64(bytes) / 1e9
 	r.gbps = append(r.gbps, gb/wall.Seconds())
 	r.cpuGB = append(r.cpuGB, cpu.Seconds()/gb)
@@ -194,11 +196,11 @@ func run() error {
 	if *fioBin == "" {
 		small = small[:4]
 	}
-	res, err = rotate("cold ~110 KB files", small)
+	res, err = rotate("cold 112 KiB files", small)
 	if err != nil {
 		return err
 	}
-	report = append(report, caseReport{"cold 110 KB files", res})
+	report = append(report, caseReport{"cold 112 KiB files", res})
 
 	// 4. page cache with and without fadvise.
 	fmt.Println("## page cache (resident bytes of the dataset after / at most during a pass)")
@@ -244,11 +246,11 @@ func rotate(title string, cs []contender) ([]*result, error) {
 		}
 	}
 	fmt.Printf("## %s (%d rounds, median [min–max])\n", title, *rounds)
-	fmt.Printf("%-48s %22s %22s %6s\n", "reader", "GB/s", "CPU s/GB", "cores")
+	fmt.Printf("%-48s %22s %22s %6s %8s\n", "reader", "GB/s", "CPU s/GB", "cores", "GB/run")
 	for _, r := range res {
 		m, lo, hi := med(r.gbps)
 		c, clo, chi := med(r.cpuGB)
-		fmt.Printf("%-48s %6.2f [%5.2f–%5.2f] %6.3f [%5.3f–%5.3f] %6.2f\n", r.name, m, lo, hi, c, clo, chi, m*c)
+		fmt.Printf("%-48s %6.2f [%5.2f–%5.2f] %6.3f [%5.3f–%5.3f] %6.2f %8.3f\n", r.name, m, lo, hi, c, clo, chi, m*c, float64(r.bytes)/1e9)
 	}
 	fmt.Println()
 	return res, nil
@@ -463,7 +465,7 @@ func fioContenders(path string, size int64, c fioCase, engines []fioEngine) []co
 		args := []string{"--name=bench", "--filename=" + path, "--rw=read", "--bs=" + c.bs, "--ioengine=" + e.engine,
 			fmt.Sprintf("--iodepth=%d", e.depth), fmt.Sprintf("--numjobs=%d", c.jobs), fmt.Sprintf("--size=%d", share),
 			fmt.Sprintf("--offset_increment=%d", share), fmt.Sprintf("--loops=%d", c.loops), "--iomem_align=" + align,
-			"--group_reporting", "--output-format=json", fmt.Sprintf("--invalidate=%d", c.invalidate)}
+			"--group_reporting", "--output-format=json", fmt.Sprintf("--invalidate=%d", c.invalidate), "--thread"}
 		if c.direct {
 			args = append(args, "--direct=1")
 		}
@@ -475,13 +477,16 @@ func fioContenders(path string, size int64, c fioCase, engines []fioEngine) []co
 	return cs
 }
 
+// smallSize is the size of each small file: 112 KiB.
+const smallSize = 112 << 10
+
 func fioSmall(dir string, e fioEngine) (int64, time.Duration, time.Duration, error) {
 	subs, _ := filepath.Glob(filepath.Join(dir, "d*"))
-	args := []string{"--rw=read", "--bs=128k", "--ioengine=" + e.engine, fmt.Sprintf("--iodepth=%d", e.depth),
-		"--iomem_align=64", "--group_reporting", "--output-format=json", "--invalidate=1", "--openfiles=16", "--file_service_type=sequential"}
+	args := []string{"--rw=read", fmt.Sprintf("--bs=%d", smallSize), "--allow_file_create=0", "--ioengine=" + e.engine, fmt.Sprintf("--iodepth=%d", e.depth),
+		"--iomem_align=64", "--group_reporting", "--output-format=json", "--invalidate=1", "--openfiles=16", "--file_service_type=sequential", "--thread"}
 	for i, s := range subs {
-		// Without --size fio reads only part of each file under opendir;
-		// the directory's byte count spread over its files reads them whole.
+		// The directory's byte count spread over its equal files reads each whole
+		// (a larger --size would make fio extend the files).
 		var bytes int64
 		files, _ := os.ReadDir(s)
 		for _, f := range files {
@@ -494,6 +499,11 @@ func fioSmall(dir string, e fioEngine) (int64, time.Duration, time.Duration, err
 	return runFio(args)
 }
 
+// runFio runs fio and returns bytes read, fio's own runtime and the CPU time
+// of the fio process. Jobs run as threads (--thread): fio's job processes call
+// setsid, and with autogroup scheduling (kernel.sched_autogroup_enabled=1)
+// each would get its own share of a busy machine, more than psiflow's one
+// process gets.
 func runFio(args []string) (int64, time.Duration, time.Duration, error) {
 	cpu0 := cpuNow(unix.RUSAGE_CHILDREN)
 	out, err := exec.Command(*fioBin, args...).Output()
@@ -545,10 +555,13 @@ func writeRandom(path string, size int64, seed uint64) error {
 	return f.Close()
 }
 
-// writeSmall writes n files with ImageNet-like sizes (80–140 KB, mean ≈ 110 KB) into 8 subdirectories.
+// writeSmall writes n files of 112 KiB (ImageNet's mean is about 110 KB)
+// into 8 subdirectories. The size is the same for every file and a multiple
+// of 4 KiB so fio, which skips a partial block at the end of a file, reads
+// every file whole in one request, as psiflow does.
 func writeSmall(dir string, n int) ([]string, int64, error) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	buf := make([]byte, 140_000)
+	buf := make([]byte, smallSize)
 	for i := range buf {
 		buf[i] = byte(rng.Uint32())
 	}
@@ -559,7 +572,7 @@ func writeSmall(dir string, n int) ([]string, int64, error) {
 		if err := os.MkdirAll(sub, 0o755); err != nil {
 			return nil, 0, err
 		}
-		size := 80_000 + rng.IntN(60_001)
+		size := smallSize
 		buf[0], buf[1] = byte(i), byte(i>>8)
 		p := filepath.Join(sub, fmt.Sprintf("%08d.jpg", i))
 		if err := os.WriteFile(p, buf[:size], 0o644); err != nil {
