@@ -69,6 +69,10 @@ type Summary struct {
 	// the baseline's at the same limit (0 where either is unknown).
 	SpeedRatio float64 `json:"speed_ratio"`
 	PeakRatio  float64 `json:"peak_ratio"`
+	// RoundRatios summarises the per-round speed ratios: this loader's samples/s over
+	// the baseline's in the same round, where both finished. The two ran back to back,
+	// so on a shared, noisy machine these vary less than the medians do.
+	RoundRatios Stat `json:"round_speed_ratios"`
 }
 
 // Compare runs the plan. For each limit, each round runs every loader once, in plan
@@ -178,12 +182,31 @@ func summarize(runs []Result, loaders []Loader, limits []int64, baseline string)
 		}
 		for i := start; i < len(out); i++ {
 			s := &out[i]
+			s.RoundRatios = Summarize(roundRatios(runs, s.Loader, baseline, limit))
 			if base.SamplesPerSec.N > 0 && s.SamplesPerSec.N > 0 && base.SamplesPerSec.Median > 0 {
 				s.SpeedRatio = s.SamplesPerSec.Median / base.SamplesPerSec.Median
 			}
 			if base.Peak.N > 0 && s.Peak.N > 0 && base.Peak.Median > 0 {
 				s.PeakRatio = s.Peak.Median / base.Peak.Median
 			}
+		}
+	}
+	return out
+}
+
+// roundRatios returns loader's samples/s over baseline's, round by round, at limit, for
+// the rounds in which both finished.
+func roundRatios(runs []Result, loader, baseline string, limit int64) []float64 {
+	base := map[int]float64{}
+	for _, r := range runs {
+		if r.Loader == baseline && r.Limit == limit && r.Outcome == Finished && r.SamplesPerSec > 0 {
+			base[r.Round] = r.SamplesPerSec
+		}
+	}
+	var out []float64
+	for _, r := range runs {
+		if b, ok := base[r.Round]; ok && r.Loader == loader && r.Limit == limit && r.Outcome == Finished {
+			out = append(out, r.SamplesPerSec/b)
 		}
 	}
 	return out

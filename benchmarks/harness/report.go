@@ -50,11 +50,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
 			FormatBytes(s.Limit), s.Loader, fin,
-			fmtStat(s.SamplesPerSec, 1, "%.0f"), fmtRatio(s.SpeedRatio),
+			fmtStat(s.SamplesPerSec, 1, "%.0f"), fmtSpeedRatio(s, r.Baseline),
 			fmtStat(s.P50, 1, "%.0f"), fmtStat(s.P99, 1, "%.0f"),
 			fmtStat(s.Peak, 1<<20, "%.0f"), fmtRatio(s.PeakRatio), s.OOMKills)
 	}
-	b.WriteString("\nMedians over finished runs, range over rounds in parentheses; peak memory (the cgroup's, all processes, page cache included) over all runs; DNF: no run finished.\n\nCommands:\n\n")
+	b.WriteString("\nMedians over finished runs, range over rounds in parentheses; × baseline: samples/s over the baseline's in the same round (both ran back to back), else the ratio of the medians; peak memory (the cgroup's, all processes, page cache included) over all runs; DNF: no run finished.\n\nCommands:\n\n")
 	for _, l := range r.Loaders {
 		fmt.Fprintf(&b, "- %s: `%s`\n", l.Name, strings.Join(l.Argv, " "))
 	}
@@ -73,6 +73,18 @@ func fmtStat(s Stat, unit float64, f string) string {
 		return med
 	}
 	return fmt.Sprintf("%s ("+f+"–"+f+")", med, s.Min/unit, s.Max/unit)
+}
+
+// fmtSpeedRatio shows the per-round ratios where there are any, else the ratio of the
+// medians.
+func fmtSpeedRatio(s Summary, baseline string) string {
+	if s.Loader == baseline && s.SpeedRatio != 0 {
+		return "1.00"
+	}
+	if s.RoundRatios.N > 0 {
+		return fmtStat(s.RoundRatios, 1, "%.2f")
+	}
+	return fmtRatio(s.SpeedRatio)
 }
 
 func fmtRatio(v float64) string {

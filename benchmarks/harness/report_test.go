@@ -12,13 +12,13 @@ import (
 func TestSummarizeAndMarkdown(t *testing.T) {
 	runs := []Result{
 		{Loader: "dataloader", Outcome: Finished, Metrics: Metrics{SamplesPerSec: 580, P50: 100 * time.Millisecond, P99: 300 * time.Millisecond}, PeakBytes: 230 << 20},
-		{Loader: "dataloader", Outcome: Finished, Metrics: Metrics{SamplesPerSec: 600, P50: 110 * time.Millisecond, P99: 340 * time.Millisecond}, PeakBytes: 236 << 20},
+		{Loader: "dataloader", Round: 1, Outcome: Finished, Metrics: Metrics{SamplesPerSec: 600, P50: 110 * time.Millisecond, P99: 340 * time.Millisecond}, PeakBytes: 236 << 20},
 		{Loader: "psiflow", Outcome: Finished, Metrics: Metrics{SamplesPerSec: 900}, PeakBytes: 100 << 20},
-		{Loader: "psiflow", Outcome: Finished, Metrics: Metrics{SamplesPerSec: 880}, PeakBytes: 110 << 20},
+		{Loader: "psiflow", Round: 1, Outcome: Finished, Metrics: Metrics{SamplesPerSec: 880}, PeakBytes: 110 << 20},
 		{Loader: "dataloader", Limit: 192 << 20, Outcome: TimedOut, PeakBytes: 192 << 20},
-		{Loader: "dataloader", Limit: 192 << 20, Outcome: OOMKilled, OOMKills: 2, PeakBytes: 192 << 20},
+		{Loader: "dataloader", Limit: 192 << 20, Round: 1, Outcome: OOMKilled, OOMKills: 2, PeakBytes: 192 << 20},
 		{Loader: "psiflow", Limit: 192 << 20, Outcome: Finished, Metrics: Metrics{SamplesPerSec: 850}, PeakBytes: 150 << 20},
-		{Loader: "psiflow", Limit: 192 << 20, Outcome: Failed, PeakBytes: 50 << 20},
+		{Loader: "psiflow", Limit: 192 << 20, Round: 1, Outcome: Failed, PeakBytes: 50 << 20},
 	}
 	loaders := []Loader{{Name: "dataloader", Argv: []string{"python3", "dataloader.py"}}, {Name: "psiflow", Argv: []string{"loader"}}}
 	sums := summarize(runs, loaders, []int64{0, 192 << 20}, "dataloader")
@@ -27,6 +27,9 @@ func TestSummarizeAndMarkdown(t *testing.T) {
 	}
 	if s := sums[1]; s.SpeedRatio != 890.0/590 || s.PeakRatio != 105.0/233 {
 		t.Errorf("psiflow ratios %v %v, want %v %v", s.SpeedRatio, s.PeakRatio, 890.0/590, 105.0/233)
+	}
+	if r := sums[1].RoundRatios; r.N != 2 || r.Min != 880.0/600 || r.Max != 900.0/580 {
+		t.Errorf("psiflow per-round ratios %+v, want 880/600 and 900/580", r)
 	}
 	if s := sums[2]; s.Finished != 0 || s.TimedOut != 1 || s.OOMKilled != 1 || s.OOMKills != 2 || s.SamplesPerSec.N != 0 || s.Peak.N != 2 {
 		t.Errorf("dataloader at 192 MiB = %+v", s)
@@ -43,7 +46,7 @@ func TestSummarizeAndMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"2026-01-02 03:04 UTC on h (2 CPUs): 2 round(s)", "cold (page cache",
 		"| none | dataloader | 2/2 | 590 (580–600) | 1.00 | 105 (100–110) | 320 (300–340) | 233 (230–236) | 1.00 | 0 |",
-		"| none | psiflow | 2/2 | 890 (880–900) | 1.51 |",
+		"| none | psiflow | 2/2 | 890 (880–900) | 1.51 (1.47–1.55) |",
 		"| 192 MiB | dataloader | 0/2 (1 timed out, 1 OOM-killed) | DNF | – | DNF | DNF | 192 (192–192) | 1.00 | 2 |",
 		"| 192 MiB | psiflow | 1/2 (1 failed) | 850 | – |",
 		"- dataloader: `python3 dataloader.py`",

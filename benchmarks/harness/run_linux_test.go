@@ -259,6 +259,9 @@ func TestCompareAlternates(t *testing.T) {
 		if s.Loader == "B" {
 			wantRatio = 0.5
 		}
+		if r := s.RoundRatios; r.N != 2 || r.Min < wantRatio-1e-9 || r.Max > wantRatio+1e-9 {
+			t.Errorf("%s at %d: per-round ratios %+v, want 2 of %v", s.Loader, s.Limit, r, wantRatio)
+		}
 		if d := s.SpeedRatio - wantRatio; d > 1e-9 || d < -1e-9 {
 			t.Errorf("%s at %d: speed ratio %v, want %v", s.Loader, s.Limit, s.SpeedRatio, wantRatio)
 		}
@@ -270,7 +273,7 @@ func TestCompareAlternates(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"| none | B | 2/2 | 3200 (3200–3200) | 0.50 | 20 (20–20) |", "| 256 MiB | A | 2/2 | 6400 (6400–6400) | 1.00 | 10 (10–10) |"} {
+	for _, s := range []string{"| none | B | 2/2 | 3200 (3200–3200) | 0.50 (0.50–0.50) | 20 (20–20) |", "| 256 MiB | A | 2/2 | 6400 (6400–6400) | 1.00 | 10 (10–10) |"} {
 		if !strings.Contains(md.String(), s) {
 			t.Errorf("Markdown lacks %q:\n%s", s, md.String())
 		}

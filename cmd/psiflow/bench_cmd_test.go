@@ -106,7 +106,7 @@ echo '{"event":"done","samples":50,"t":6}'
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out.String())
 	}
-	for _, want := range []string{"| none | one | 2/2 | 10 (10–10) | 1.00 |", "| 64 MiB | two | 2/2 | 10 (10–10) | 1.00 |", "cold (page cache"} {
+	for _, want := range []string{"| none | one | 2/2 | 10 (10–10) | 1.00 |", "| 64 MiB | two | 2/2 | 10 (10–10) | 1.00 (1.00–1.00) |", "cold (page cache"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
