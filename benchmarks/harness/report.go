@@ -17,6 +17,35 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return nil
 }
 
+// ReadReport reads a report written by [Report.WriteJSON] and recomputes its summaries
+// from its runs, so that a report saved by an older harness is shown with the current
+// statistics.
+func ReadReport(r io.Reader) (*Report, error) {
+	var rep Report
+	if err := json.NewDecoder(r).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("harness: read JSON report: %w", err)
+	}
+	var limits []int64
+	seen := map[int64]bool{}
+	for _, s := range rep.Summaries {
+		if !seen[s.Limit] {
+			seen[s.Limit] = true
+			limits = append(limits, s.Limit)
+		}
+	}
+	for _, run := range rep.Runs {
+		if !seen[run.Limit] {
+			seen[run.Limit] = true
+			limits = append(limits, run.Limit)
+		}
+	}
+	if rep.Baseline == "" && len(rep.Loaders) > 0 {
+		rep.Baseline = rep.Loaders[0].Name
+	}
+	rep.Summaries = summarize(rep.Runs, rep.Loaders, limits, rep.Baseline)
+	return &rep, nil
+}
+
 // WriteMarkdown writes the report as Markdown for docs/BENCHMARKS.md: a line saying
 // what ran where, one table row per loader and limit (medians with the range over
 // rounds in parentheses, ratios to the baseline), and the commands.

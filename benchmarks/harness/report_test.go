@@ -66,6 +66,22 @@ func TestSummarizeAndMarkdown(t *testing.T) {
 	if len(back.Runs) != len(runs) || back.Summaries[1].SpeedRatio != sums[1].SpeedRatio || back.Runs[5].Outcome != OOMKilled {
 		t.Errorf("JSON round trip lost data: %+v", back.Summaries)
 	}
+	// ReadReport recomputes the summaries from the runs alone.
+	var stripped bytes.Buffer
+	rep.Summaries = nil
+	if err := rep.WriteJSON(&stripped); err != nil {
+		t.Fatal(err)
+	}
+	again, err := ReadReport(&stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Summaries) != 4 || again.Summaries[1].RoundRatios != sums[1].RoundRatios || again.Summaries[3].Limit != 192<<20 {
+		t.Errorf("ReadReport summaries %+v, want %+v", again.Summaries, sums)
+	}
+	if _, err := ReadReport(strings.NewReader("{")); err == nil {
+		t.Error("ReadReport accepted broken JSON")
+	}
 }
 
 func TestFormatBytes(t *testing.T) {

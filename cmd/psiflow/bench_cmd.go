@@ -76,9 +76,22 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	mdOut := fs.String("md", "", "also write the Markdown table to this file")
 	svgOut := fs.String("svg", "", "also plot each run's memory.current over time to this SVG file (implies -timeline)")
 	loaderStderr := fs.Bool("loader-stderr", false, "copy the loaders' standard error to this command's")
+	saved := fs.String("report", "", "instead of running, print the table (and -md, -svg) of a report saved with -json")
 	timeline := fs.Bool("timeline", false, "keep each run's memory.current samples (20 Hz) in the JSON report")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *saved != "" {
+		f, err := os.Open(*saved)
+		if err != nil {
+			return err
+		}
+		rep, err := harness.ReadReport(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", *saved, err)
+		}
+		return writeBenchReport(stdout, rep, *mdOut, "", *svgOut)
 	}
 	loaders, err := benchLoaders(fs.Args(), *spec, *data)
 	if err != nil {
@@ -119,25 +132,33 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if rep == nil {
 		return runErr
 	}
+	if err := writeBenchReport(stdout, rep, *mdOut, *jsonOut, *svgOut); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// writeBenchReport prints the Markdown table and writes the files asked for.
+func writeBenchReport(stdout io.Writer, rep *harness.Report, mdOut, jsonOut, svgOut string) error {
 	if err := rep.WriteMarkdown(stdout); err != nil {
 		return err
 	}
-	if *mdOut != "" {
-		if err := writeFileWith(*mdOut, rep.WriteMarkdown); err != nil {
+	if mdOut != "" {
+		if err := writeFileWith(mdOut, rep.WriteMarkdown); err != nil {
 			return err
 		}
 	}
-	if *jsonOut != "" {
-		if err := writeFileWith(*jsonOut, rep.WriteJSON); err != nil {
+	if jsonOut != "" {
+		if err := writeFileWith(jsonOut, rep.WriteJSON); err != nil {
 			return err
 		}
 	}
-	if *svgOut != "" && len(rep.Runs) > 0 {
-		if err := writeFileWith(*svgOut, rep.WriteSVG); err != nil {
+	if svgOut != "" && len(rep.Runs) > 0 {
+		if err := writeFileWith(svgOut, rep.WriteSVG); err != nil {
 			return err
 		}
 	}
-	return runErr
+	return nil
 }
 
 func detailSuffix(d string) string {

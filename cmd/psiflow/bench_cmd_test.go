@@ -125,4 +125,12 @@ echo '{"event":"done","samples":50,"t":6}'
 	if len(rep.Runs) != 8 || rep.Runs[0].Ignored != 1 {
 		t.Errorf("JSON report has %d runs (want 8), first ignored %d lines (want 1)", len(rep.Runs), rep.Runs[0].Ignored)
 	}
+	// The saved report prints the same table again.
+	var again bytes.Buffer
+	if code := dispatch(context.Background(), &again, &again, []string{"bench", "-report", jsonPath}); code != 0 {
+		t.Fatalf("bench -report: exit %d: %s", code, again.String())
+	}
+	if i := strings.Index(out.String(), "| limit |"); i < 0 || !strings.Contains(again.String(), out.String()[i:]) {
+		t.Errorf("bench -report printed\n%s\nwant the table of\n%s", again.String(), out.String())
+	}
 }
