@@ -48,6 +48,8 @@ type Pool struct {
 	unmapOnce sync.Once
 	inUse     atomic.Int64
 	oversize  atomic.Int64
+	overflow  atomic.Int64
+	grow      atomic.Bool
 }
 
 type poolBuffer struct {
@@ -82,6 +84,8 @@ type PoolStats struct {
 	InUse int64
 	// Oversize counts allocations larger than a slot (separately mapped, not registered).
 	Oversize int64
+	// Overflow counts allocations made while every slot was in use (with [Pool.SetOverflow]).
+	Overflow int64
 }
 
 // NewPool maps slots buffers of slotSize bytes each (rounded up to [Align]).
@@ -115,31 +119,55 @@ func (p *Pool) Alloc(ctx context.Context, n int) (Buffer, error) {
 		return nil, fmt.Errorf("source: alloc of %d bytes", n)
 	}
 	if roundUp(n, Align) > p.slotSize {
-		mem, err := mapAligned(roundUp(max(n, 1), Align))
-		if err != nil {
-			return nil, fmt.Errorf("source: oversize buffer of %d bytes: %w", n, err)
-		}
 		p.oversize.Add(1)
-		p.inUse.Add(1)
-		return &poolBuffer{p: p, b: mem[:n:len(mem)], own: true}, nil
+		return p.separate(n)
 	}
-	select {
-	case s := <-p.free:
+	take := func(s *poolBuffer) Buffer {
 		s.released.Store(false)
 		s.b = s.full[:n:roundUp(max(n, 1), Align)]
 		p.inUse.Add(1)
-		return s, nil
+		return s
+	}
+	if p.grow.Load() {
+		select {
+		case s := <-p.free:
+			return take(s), nil
+		default:
+			p.overflow.Add(1)
+			return p.separate(n)
+		}
+	}
+	select {
+	case s := <-p.free:
+		return take(s), nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("source: waiting for a %d-byte buffer: %w", n, context.Cause(ctx))
 	}
 }
+
+// separate maps a buffer of its own (not registered with any ring).
+func (p *Pool) separate(n int) (Buffer, error) {
+	mem, err := mapAligned(roundUp(max(n, 1), Align))
+	if err != nil {
+		return nil, fmt.Errorf("source: separate buffer of %d bytes: %w", n, err)
+	}
+	p.inUse.Add(1)
+	return &poolBuffer{p: p, b: mem[:n:len(mem)], own: true}, nil
+}
+
+// SetOverflow chooses what Alloc does when every slot is in use: wait for
+// one (false, the default: the pool bounds memory) or map a separate,
+// unregistered buffer (true: something else, such as a byte budget, bounds
+// memory). Overflow avoids a hang when a consumer holds more elements than
+// the pool has slots, for instance a batch stage collecting a large batch.
+func (p *Pool) SetOverflow(on bool) { p.grow.Store(on) }
 
 // Regions returns the single registered region.
 func (p *Pool) Regions() [][]byte { return [][]byte{p.mem} }
 
 // Stats returns the pool's counters.
 func (p *Pool) Stats() PoolStats {
-	return PoolStats{Slots: len(p.slots), SlotSize: p.slotSize, InUse: p.inUse.Load(), Oversize: p.oversize.Load()}
+	return PoolStats{Slots: len(p.slots), SlotSize: p.slotSize, InUse: p.inUse.Load(), Oversize: p.oversize.Load(), Overflow: p.overflow.Load()}
 }
 
 // Close stops allocation and unmaps the pool once every buffer handed out

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -492,5 +493,44 @@ func TestTooManySkips(t *testing.T) {
 	_, err = it.Next(context.Background())
 	if !errors.Is(err, ErrTooManySkips) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("error %v, want ErrTooManySkips wrapping the cause", err)
+	}
+}
+
+// TestHoldingSamplesDoesNotHang holds every sample before releasing any, as a
+// batch stage does, with far fewer pool slots than samples.
+func TestHoldingSamplesDoesNotHang(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for i := range 40 {
+		p, _ := writeFile(t, dir, fmt.Sprintf("f%02d.bin", i), 3000+i, uint64(i))
+		paths = append(paths, p)
+	}
+	for _, b := range backends(t) {
+		t.Run(string(b), func(t *testing.T) {
+			it, err := NewFiles(paths).Samples(Options{WorldSize: 1, Workers: 1, Reader: ReaderOptions{Backend: b, QueueDepth: 2}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer it.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var held []*Sample
+			for {
+				s, err := it.Next(ctx)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("after %d samples: %v", len(held), err)
+				}
+				held = append(held, s)
+			}
+			if len(held) != len(paths) {
+				t.Fatalf("%d samples, want %d", len(held), len(paths))
+			}
+			for _, s := range held {
+				s.Release()
+			}
+		})
 	}
 }

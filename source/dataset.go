@@ -35,7 +35,11 @@ type Options struct {
 	// Workers is the number of readers (one ring each) for file datasets
 	// (default GOMAXPROCS for io_uring; 4×GOMAXPROCS, at least 8, for pread).
 	Workers int
-	// Buffers provides read buffers; default: a [Pool] sized from the queue depth.
+	// Buffers provides read buffers; default: a [Pool] of Workers×QueueDepth+8
+	// slots of 256 KiB that maps separate buffers when all are in use (file
+	// samples hold their buffer until Release, so a consumer that holds many
+	// samples must not starve the reads it waits for). A provider that waits
+	// when empty must have more buffers than the consumer holds at once.
 	Buffers BufferProvider
 	// Gate, when set, admits each read (permit before buffer before submit).
 	Gate Gate

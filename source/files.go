@@ -92,6 +92,7 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 		if err != nil {
 			return nil, err
 		}
+		pool.SetOverflow(true) // samples may be held downstream: the Budget bounds memory, not the pool
 		it.pool = pool
 		r.Buffers = pool
 		it.r.Buffers = pool

@@ -270,3 +270,26 @@ func TestPoolWaitsAndCloses(t *testing.T) {
 	c.Bytes()[0] = 1 // still mapped while in use
 	c.Release()
 }
+
+func TestPoolOverflow(t *testing.T) {
+	p, err := NewPool(1, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetOverflow(true)
+	ctx := context.Background()
+	a, _ := p.Alloc(ctx, 100)
+	b, err := p.Alloc(ctx, 100) // no free slot: a separate buffer, no wait
+	if err != nil || len(b.Bytes()) != 100 {
+		t.Fatalf("overflow alloc: %v", err)
+	}
+	if s := p.Stats(); s.Overflow != 1 || s.InUse != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	a.Release()
+	b.Release()
+	if s := p.Stats(); s.InUse != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
