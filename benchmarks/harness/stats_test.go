@@ -125,3 +125,16 @@ func ExampleMeasure() {
 	fmt.Printf("%.0f samples/s, p50 %v, p99 %v\n", m.SamplesPerSec, m.P50, m.P99)
 	// Output: 384 samples/s, p50 100ms, p99 300ms
 }
+
+func BenchmarkMeasure(b *testing.B) {
+	times := make([]float64, 10000)
+	for i := range times {
+		times[i] = float64(i) * 0.1
+	}
+	events := batches(64, times...)
+	for b.Loop() {
+		if m := Measure(events, 3); m.Batches != len(times) {
+			b.Fatal(m)
+		}
+	}
+}
