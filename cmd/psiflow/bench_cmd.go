@@ -124,8 +124,12 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		_, _ = tree.RemoveStale(harness.DefaultGroupPrefix + "-")
 	}
 	progress := func(r harness.Result) {
-		fmt.Fprintf(os.Stderr, "bench: %-12s limit %-8s round %d: %-10s %7.1f samples/s  p99 %-8v peak %4d MiB  OOM kills %d  wall %v%s\n",
-			r.Loader, harness.FormatBytes(r.Limit), r.Round, r.Outcome, r.SamplesPerSec, r.P99.Round(time.Millisecond),
+		rate := fmt.Sprintf("%7.1f samples/s", r.SamplesPerSec)
+		if r.Outcome != harness.Finished {
+			rate = fmt.Sprintf("%4d batches delivered", r.Batches)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %-12s limit %-8s round %d: %-10s %s  p99 %-8v peak %4d MiB  OOM kills %d  wall %v%s\n",
+			r.Loader, harness.FormatBytes(r.Limit), r.Round, r.Outcome, rate, r.P99.Round(time.Millisecond),
 			r.PeakBytes>>20, r.OOMKills, r.Wall.Round(100*time.Millisecond), detailSuffix(r.Detail))
 	}
 	rep, runErr := harness.Compare(ctx, harness.Plan{Loaders: loaders, Limits: lims, Rounds: *rounds, Baseline: *baseline, Options: opts}, progress)
