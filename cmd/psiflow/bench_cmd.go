@@ -44,7 +44,11 @@ Without -cold or -warm the page cache is left as earlier runs left it; a loader 
 drops its files' cache after reading (psiflow's reader does) then makes the next run
 cold. A file read for the first time is charged to the cgroup that read it.
 
+Creating cgroups needs root (or a delegated cgroup subtree). Groups are named
+psiflow/bench-<loader>-<n>-<pid>; those of a bench that was killed are swept at start.
+
 Example (the DataLoader against psiflow, unconstrained and at 256 MiB, cold):
+  go build -o bin/psiflow-imagefolder ./benchmarks/loaders/psiflow-imagefolder
   psiflow bench -data /tmp/imgs -limit none,256M -rounds 3 -cold -timeout 5m -- \
     dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
     psiflow=bin/psiflow-imagefolder -data {data}
