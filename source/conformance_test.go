@@ -305,8 +305,15 @@ func TestConformance(t *testing.T) {
 					gate, budget := &countGate{}, &countBudget{}
 					o := base
 					o.Gate, o.Budget = gate, budget
+					fds := openFDs(t)
 					it := open(t, o)
 					got := drain(t, it, -1, want)
+					if err := it.Close(); err != nil {
+						t.Fatal(err)
+					}
+					if after := openFDs(t); after != fds {
+						t.Fatalf("%d file descriptors open after Close, %d before", after, fds)
+					}
 					if !slices.Equal(got, baseOrder) {
 						t.Fatalf("order without shuffle:\n got %v\nwant %v", got, baseOrder)
 					}
@@ -533,4 +540,14 @@ func TestHoldingSamplesDoesNotHang(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openFDs counts this process's open file descriptors (-1 where /proc is absent).
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sync"
 
@@ -95,7 +94,11 @@ func (d *Tables) Batches(opts Options) (Iterator[*Batch], error) {
 	if err != nil {
 		return nil, err
 	}
-	it := &tableIter{d: d, r: r, open: map[int]tableFile{}, skip: skipper{skip: r.Skip, max: r.MaxSkips}}
+	reader, err := NewReader(r.Reader)
+	if err != nil {
+		return nil, err
+	}
+	it := &tableIter{d: d, r: r, reader: reader, open: map[int]tableFile{}, skip: skipper{skip: r.Skip, max: r.MaxSkips}}
 	if it.mem = d.Allocator; it.mem == nil {
 		it.mem = memory.DefaultAllocator
 	}
@@ -126,7 +129,7 @@ func (d *Tables) Batches(opts Options) (Iterator[*Batch], error) {
 }
 
 type tableFile struct {
-	f   *os.File
+	f   *readerAt
 	ipc *ipc.FileReader
 	pq  *pqarrow.FileReader
 	pqf *file.Reader
@@ -155,6 +158,7 @@ func (t tableFile) close() {
 type tableIter struct {
 	d      *Tables
 	r      resolved
+	reader Reader
 	mem    memory.Allocator
 	order  []tableRef
 	next   int
@@ -172,16 +176,12 @@ func (it *tableIter) openFile(i int) (tf tableFile, err error) {
 		return tf, nil
 	}
 	p := it.d.paths[i]
-	f, err := os.Open(p)
+	fh, err := it.reader.Open(p)
 	if err != nil {
-		return tf, &ReadError{Op: "open", Path: p, Err: unwrapPathError(err)}
+		return tf, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return tf, &ReadError{Op: "stat", Path: p, Err: err}
-	}
-	footer := max(st.Size()-8, 0)
+	f := &readerAt{r: it.reader, f: fh}
+	footer := max(fh.Size-8, 0)
 	defer func() {
 		if r := recover(); r != nil { // arrow-go can panic on corrupt input
 			f.Close()
@@ -424,5 +424,67 @@ func (it *tableIter) Close() error {
 		tf.close()
 	}
 	it.open = nil
-	return nil
+	return it.reader.Close()
 }
+
+// readerAt gives arrow-go io.ReaderAt, io.Reader and io.Seeker over a File,
+// reading synchronously through a Reader.
+type readerAt struct {
+	mu  sync.Mutex
+	r   Reader
+	f   *File
+	pos int64
+}
+
+func (a *readerAt) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= a.f.Size {
+		return 0, io.EOF
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.r.Submit(Request{File: a.f, Off: off, Buf: p}); err != nil {
+		return 0, err
+	}
+	var c [1]Completion
+	if _, err := a.r.Reap(context.Background(), c[:], 1); err != nil {
+		return 0, err
+	}
+	if c[0].Err != nil {
+		return c[0].N, c[0].Err
+	}
+	if c[0].N < len(p) {
+		return c[0].N, io.EOF
+	}
+	return c[0].N, nil
+}
+
+func (a *readerAt) Read(p []byte) (int, error) {
+	n, err := a.ReadAt(p, a.pos)
+	a.pos += int64(n)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+func (a *readerAt) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		off += a.pos
+	case io.SeekEnd:
+		off += a.f.Size
+	default:
+		return a.pos, fmt.Errorf("seek %s: bad whence %d", a.f.Path, whence)
+	}
+	if off < 0 {
+		return a.pos, fmt.Errorf("seek %s: negative offset %d", a.f.Path, off)
+	}
+	a.pos = off
+	return off, nil
+}
+
+func (a *readerAt) Close() error { return a.f.Close() }
