@@ -35,8 +35,9 @@ type Options struct {
 	// Workers is the number of readers (one ring each) for file datasets
 	// (default GOMAXPROCS for io_uring; 4×GOMAXPROCS, at least 8, for pread).
 	Workers int
-	// Buffers provides read buffers; default: a [Pool] of Workers×QueueDepth+8
-	// slots of 256 KiB that maps separate buffers when all are in use (file
+	// Buffers provides read buffers; default: a [Pool] of 256 KiB slots, enough
+	// for every worker's reads in flight and queued, that maps separate buffers
+	// when all are in use (file
 	// samples hold their buffer until Release, so a consumer that holds many
 	// samples must not starve the reads it waits for). A provider that waits
 	// when empty must have more buffers than the consumer holds at once.
@@ -90,7 +91,9 @@ type Field struct {
 }
 
 // Sample is one training example. Release it when done: it returns its
-// buffers and its bytes of budget. It implements flow's Releaser.
+// buffers and its bytes of budget. It implements flow's Releaser, and on
+// purpose not stage.Sized: its bytes are charged to the Budget by the source
+// (before the read for files), so a graph must not charge them again.
 type Sample struct {
 	// Key identifies the sample: a file's path, or a tar member path up to the
 	// first dot of its base name.

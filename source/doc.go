@@ -24,7 +24,7 @@
 // github.com/pawelgaczynski/giouring, which go:linknames syscall.mmap and
 // links only with -ldflags=-checklinkname=0 on Go ≥ 1.23, and over
 // github.com/godzie44/go-uring, which links but brings a reactor and
-// abstractions psiflow does not use; about 400 lines give exactly what the
+// abstractions psiflow does not use; about 450 lines give exactly what the
 // reader needs, with no link flags and no cgo.
 //
 // # Admission and buffers

@@ -87,8 +87,12 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 		workers = defaultWorkers(backend)
 	}
 	it := &fileIter{d: d, r: r, order: order, next: start, skip: skipper{skip: r.Skip, max: r.MaxSkips}}
+	// Each worker holds up to QueueDepth reads in flight plus a short queue on
+	// each side; the default pool covers that so it overflows only when the
+	// consumer holds samples.
+	queue := max(r.Reader.QueueDepth/4, 2)
 	if r.Buffers == nil {
-		pool, err := NewPool(workers*r.Reader.QueueDepth+8, 256<<10)
+		pool, err := NewPool(workers*(r.Reader.QueueDepth+2*queue)+16, 256<<10)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +104,9 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 	it.r.Reader.Buffers = r.Buffers
 	// Probe the backend before starting goroutines so a forced but missing
 	// io_uring is reported by Samples, not by the first Next.
-	probe, err := NewReader(it.r.Reader)
+	probeOpts := it.r.Reader
+	probeOpts.Buffers = nil // registering buffers is the workers' job
+	probe, err := NewReader(probeOpts)
 	if err != nil {
 		it.closePool()
 		return nil, err
@@ -111,8 +117,8 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 	it.results = make([]chan fileResult, workers)
 	jobs := make([]chan fileJob, workers)
 	for i := range jobs {
-		jobs[i] = make(chan fileJob, r.Reader.QueueDepth)
-		it.results[i] = make(chan fileResult, r.Reader.QueueDepth)
+		jobs[i] = make(chan fileJob, queue)
+		it.results[i] = make(chan fileResult, queue)
 	}
 	it.wg.Add(1 + workers)
 	go func() {
