@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -40,7 +41,8 @@ func (m *Metrics) Start(workers int) {
 func (m *Metrics) Stop() { m.endNano.Store(nanotime()) }
 
 // Busy is the time the stage's workers spent neither waiting for input nor
-// for output: worker lifetime minus waits. A stage whose busy time grows as
+// for output: worker lifetime minus waits (a port yields the processor once
+// before it parks; that brief yield counts as busy). A stage whose busy time grows as
 // fast as the wall clock (per worker) is the graph's bottleneck.
 func (m *Metrics) Busy() time.Duration {
 	start := m.startNano.Load()
@@ -79,6 +81,17 @@ func (in In[T]) Recv(ctx context.Context) (e Envelope[T], ok bool) {
 	select {
 	case e, ok = <-in.ch:
 	default:
+		// Yield once before parking: the producer is often runnable, and a
+		// select that parks on two channels costs more than a reschedule.
+		runtime.Gosched()
+		select {
+		case e, ok = <-in.ch:
+			if ok {
+				in.Count(e)
+			}
+			return e, ok
+		default:
+		}
 		t0 := nanotime()
 		select {
 		case e, ok = <-in.ch:
@@ -142,6 +155,12 @@ func (o Out[T]) Send(ctx context.Context, e Envelope[T]) error {
 	select {
 	case o.ch <- e:
 	default:
+		runtime.Gosched()
+		select {
+		case o.ch <- e:
+			goto sent
+		default:
+		}
 		t0 := nanotime()
 		select {
 		case o.ch <- e:
@@ -155,6 +174,7 @@ func (o Out[T]) Send(ctx context.Context, e Envelope[T]) error {
 		}
 		o.m.WaitOut.Add(nanotime() - t0)
 	}
+sent:
 	o.m.ItemsOut.Add(1)
 	if b := e.Claim.Bytes(); b > 0 {
 		o.m.BytesOut.Add(b)
