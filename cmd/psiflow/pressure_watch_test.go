@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/psiflow/psiflow/pressure/cgroup"
+)
+
+func TestPressureWatch(t *testing.T) {
+	if _, err := os.Stat("/proc/pressure/memory"); err != nil {
+		t.Skipf("no PSI on this host: %v", err)
+	}
+	name := fmt.Sprintf("watchtest-%d", os.Getpid())
+	g, err := cgroup.New(name)
+	if err != nil {
+		t.Skipf("the kernel refuses to create cgroup %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := g.Remove(); err != nil {
+			t.Errorf("remove cgroup %s: %v", name, err)
+		}
+	})
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"own cgroup", []string{"--duration", "700ms", "--interval", "200ms"}, 0,
+			[]string{"watching memory pressure of this process", "status level=normal", "permits=64/64", "Pressure level distribution"}},
+		{"named cgroup, polling", []string{"--cgroup", g.Name(), "--no-triggers", "--no-vmpressure", "--duration", "500ms", "--interval", "100ms"}, 0,
+			[]string{"cgroup " + g.Name(), "psi poller every 100ms", "not used: psi-trigger: disabled", "not used: vmpressure: disabled"}},
+		{"custom trigger", []string{"--trigger", "full 200000 4000000", "--duration", "300ms"}, 0,
+			[]string{`"full 200000 4000000"`}},
+		{"interval too short", []string{"--interval", "10ms"}, 2, []string{"stops its triggers"}},
+		{"bad trigger", []string{"--trigger", "some 5000000 2000000"}, 2, []string{"exceeds the window"}},
+		{"unparsable trigger", []string{"--trigger", "sometimes"}, 2, []string{"some|full"}},
+		{"missing cgroup", []string{"--cgroup", "no/such/group-" + name, "--duration", "100ms"}, 1, []string{"no/such/group"}},
+		{"stray argument", []string{"now"}, 2, []string{`unexpected argument "now"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := dispatch(context.Background(), &out, &errOut, append([]string{"pressure", "watch"}, tt.args...))
+			all := out.String() + errOut.String()
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\n%s", code, tt.code, all)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("output lacks %q:\n%s", w, all)
+				}
+			}
+		})
+	}
+}
