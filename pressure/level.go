@@ -53,8 +53,8 @@ type ModelConfig struct {
 	CriticalFull float64
 	// Hold is how long one notification (a trigger firing, a vmpressure event, a
 	// memory-events increment) keeps its level asserted. A trigger fires at most once
-	// per window while its condition lasts, so Hold should exceed the longest
-	// trigger window. Default 4s.
+	// per window while its condition lasts, so a trigger's assertion lasts at least
+	// two of its windows whatever Hold says. Default 4s.
 	Hold time.Duration
 	// MinDwell is the least time spent in a level before the model goes down from it;
 	// going up is immediate. Default 1s.
@@ -137,7 +137,7 @@ const (
 //
 // Rules:
 //   - A PSI trigger firing (SignalSome or SignalFull, not polled) asserts Some or Full
-//     for Hold; a full trigger whose threshold share is at least CriticalFull asserts
+//     for Hold or two trigger windows, whichever is longer; a full trigger whose threshold share is at least CriticalFull asserts
 //     Critical.
 //   - A polled sample asserts Some (Full) when its share reaches SomeEnter
 //     (FullEnter), keeps it while the share stays at or above SomeExit (FullExit), and
@@ -197,7 +197,9 @@ func (m *Model) Observe(ev Event) (Level, bool) {
 					l = LevelCritical
 				}
 			}
-			m.assert(l, originNotify, t.Add(c.Hold))
+			// A trigger fires at most once per window while its condition lasts, so its
+			// assertion never lasts less than two windows.
+			m.assert(l, originNotify, t.Add(max(c.Hold, 2*ev.Window)))
 			break
 		}
 		enter, exit, l := c.SomeEnter, c.SomeExit, LevelSome

@@ -60,7 +60,7 @@ func TestModel(t *testing.T) {
 			{0, trig(SignalFull, 0.6), LevelCritical},
 		}},
 		{"minimum dwell delays the fall", ModelConfig{Hold: 100 * ms, MinDwell: 2 * s}, []step{
-			{0, trig(SignalSome, 0.05), LevelSome},
+			{0, other(SignalMemMax), LevelSome},
 			{500 * ms, nil, LevelSome},
 			{1999 * ms, nil, LevelSome},
 			{2 * s, nil, LevelNormal},
@@ -103,6 +103,11 @@ func TestModel(t *testing.T) {
 		{"custom signal map", ModelConfig{Signals: map[Signal]Level{SignalVMLow: LevelFull}}, []step{
 			{0, other(SignalVMLow), LevelFull},
 			{0, other(SignalOOMKill), LevelFull},
+		}},
+		{"a long trigger window outlasts a short hold", ModelConfig{Hold: time.Second, MinDwell: time.Second}, []step{
+			{0, &Event{Signal: SignalSome, Share: 0.01, Window: 10 * s, Count: 1}, LevelSome},
+			{19 * s, nil, LevelSome},
+			{20 * s, nil, LevelNormal},
 		}},
 		{"time going backwards is ignored", cfg, []step{
 			{5 * s, trig(SignalSome, 0.05), LevelSome},
