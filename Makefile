@@ -20,9 +20,15 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/psiflow
 
-# The main job on a built-in default: the demo pipeline over data it generates.
+# The main job on a built-in default: generate an ImageNet-like JPEG folder once
+# (out/demo-jpeg), then run the default pipeline over it through the real reader
+# (io_uring, or pread where it is unavailable) and decoder: read → decode →
+# Resize(256) → CenterCrop(224) → batch 64 → consume.
+DEMO_DATA ?= out/demo-jpeg
+DEMO_N    ?= 1000
 run: deps build
-	./$(BIN) demo
+	@[ -f $(DEMO_DATA)/.complete ] || { rm -rf $(DEMO_DATA) && ./$(BIN) gen jpeg -out $(DEMO_DATA) -n $(DEMO_N) && touch $(DEMO_DATA)/.complete; }
+	./$(BIN) demo -data $(DEMO_DATA) -epochs 2
 
 # All tests: gofmt check, go vet, every test with the race detector and shuffled order.
 test: deps fmt-check vet

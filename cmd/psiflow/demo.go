@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,17 +31,14 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	fs.Int64Var(&cfg.Budget, "budget", cfg.Budget, "byte budget of the graph (bytes in flight)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of the generated data")
 	progress := fs.Bool("progress", isTerminal(stdout), "show a live progress line (default: when stdout is a terminal)")
+	data := fs.String("data", "", "read this image folder (JPEG/PNG, e.g. from 'psiflow gen jpeg') through the real reader and decoder instead of generating samples")
+	epochs := fs.Int("epochs", 1, "with -data: passes over the folder")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	fmt.Fprintf(stdout, "psiflow demo: %d samples of %s, %d decode workers, batches of %d, budget %s\n",
-		cfg.Items, human(float64(cfg.ItemBytes)), cfg.Workers, cfg.BatchSize, human(float64(cfg.Budget)))
 	var show func(demo.Snapshot)
 	if *progress {
 		show = func(s demo.Snapshot) {
@@ -50,6 +48,27 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 				s.Bottleneck, s.BottleneckBusyPct)
 		}
 	}
+	if *data != "" {
+		fc := demo.DefaultFolderConfig(*data)
+		fc.Workers, fc.BatchSize, fc.Epochs = cfg.Workers, cfg.BatchSize, *epochs
+		if budgetSet(fs) {
+			fc.Budget = cfg.Budget
+		}
+		fc.ReaderInfo = func(s string) { fmt.Fprintln(stdout, "  "+s) }
+		fmt.Fprintf(stdout, "psiflow demo: %s → read → decode → Resize(%d) → CenterCrop(%d) → batch %d, %d decode workers, budget %s\n",
+			*data, fc.Resize, fc.Crop, fc.BatchSize, fc.Workers, human(float64(fc.Budget)))
+		sum, err := demo.RunFolder(ctx, fc, 250*time.Millisecond, show)
+		if *progress {
+			fmt.Fprintln(stdout)
+		}
+		printDemoSummary(stdout, sum)
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	fmt.Fprintf(stdout, "psiflow demo: %d samples of %s, %d decode workers, batches of %d, budget %s\n",
+		cfg.Items, human(float64(cfg.ItemBytes)), cfg.Workers, cfg.BatchSize, human(float64(cfg.Budget)))
 	sum, err := demo.Run(ctx, cfg, 250*time.Millisecond, show)
 	if *progress {
 		fmt.Fprintln(stdout)
@@ -69,6 +88,13 @@ func printDemoSummary(w io.Writer, s demo.Summary) {
 			st.Name, st.Kind, st.Workers, st.ItemsIn, st.ItemsOut, human(float64(st.BytesOut)), st.Busy, st.WaitIn, st.WaitOut)
 	}
 	tw.Flush()
+}
+
+// budgetSet reports whether -budget was given on the command line.
+func budgetSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "budget" })
+	return set
 }
 
 // human formats a byte count with a binary unit.

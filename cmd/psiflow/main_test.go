@@ -42,3 +42,24 @@ func TestDemoSummaryTable(t *testing.T) {
 		}
 	}
 }
+
+func TestDemoOverGeneratedFolder(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if code := dispatch(context.Background(), &out, &out, []string{"gen", "jpeg", "-out", dir, "-n", "40", "-width", "96", "-height", "64"}); code != 0 {
+		t.Fatalf("gen: exit %d: %s", code, out.String())
+	}
+	out.Reset()
+	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-data", dir, "-batch", "16", "-epochs", "2"}); code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{"80 samples in 6 batches", "reader: ", "read", "decode", "collate"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-data", dir + "/missing"}); code != 1 || !strings.Contains(out.String(), "missing") {
+		t.Fatalf("demo on a missing folder: exit %d: %s", code, out.String())
+	}
+}
