@@ -20,7 +20,8 @@ func init() {
 
 const genUsage = `Usage: psiflow gen <jpeg|tar|parquet|arrow> -out DIR [flags]
 
-  jpeg     N noisy JPEG files (ImageNet-like: 500x375, q85, about 110 KB each)
+  jpeg     N noisy JPEG files (ImageNet-like by default: 500x375, q85, about 110 KB each;
+           -bytes picks the noise for another size)
   tar      WebDataset tar shards: samples of jpg + cls + json fields
   parquet  Parquet files: columns id, label, score, payload; one row group per batch
   arrow    Arrow IPC files with the same columns; one record batch per batch
@@ -43,7 +44,8 @@ func runGen(ctx context.Context, stdout io.Writer, args []string) error {
 	width := fs.Int("width", 500, "jpeg, tar: image width in pixels")
 	height := fs.Int("height", 375, "jpeg, tar: image height in pixels")
 	quality := fs.Int("quality", 85, "jpeg, tar: JPEG quality (1-100)")
-	noise := fs.Int("noise", 72, "jpeg, tar: per-pixel noise amplitude (bigger files with more noise; -1 for none)")
+	noise := fs.Int("noise", 72, "jpeg, tar: per-pixel noise amplitude, 0-255 (more noise, bigger files; 0 for none)")
+	size := fs.Int("bytes", 0, "jpeg, tar: aim for about this many bytes per image by choosing -noise (0: use -noise)")
 	shards := fs.Int("shards", 4, "tar: number of shards")
 	samples := fs.Int("samples", 256, "tar: samples per shard")
 	files := fs.Int("files", 2, "parquet, arrow: number of files")
@@ -75,15 +77,23 @@ func runGen(ctx context.Context, stdout io.Writer, args []string) error {
 			return fmt.Errorf("%w: -%s %d must be positive", errUsage, c.name, c.v)
 		}
 	}
-	if *quality < 1 || *quality > 100 || *payload < 0 {
-		return fmt.Errorf("%w: -quality must be 1-100 and -payload ≥ 0", errUsage)
+	if *quality < 1 || *quality > 100 || *payload < 0 || *noise > 255 || *size < 0 {
+		return fmt.Errorf("%w: -quality must be 1-100, -noise at most 255, -payload and -bytes ≥ 0", errUsage)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	im := synth.Image{Width: *width, Height: *height, Quality: *quality, Noise: *noise}
-	if *noise == 0 {
+	if *noise <= 0 {
 		im.Noise = -1
+	}
+	if *size > 0 && (kind == "jpeg" || kind == "tar") {
+		nz, err := synth.NoiseForSize(im, *size, *seed)
+		if err != nil {
+			return err
+		}
+		im.Noise = max(nz, 1)
+		fmt.Fprintf(stdout, "noise %d for about %d bytes per image\n", nz, *size)
 	}
 	tab := synth.Table{Files: *files, Batches: *batches, Rows: *rows, PayloadBytes: *payload}
 	start := time.Now()

@@ -22,6 +22,7 @@ func TestGen(t *testing.T) {
 		{[]string{"gen", "tar", "-shards", "2", "-samples", "3", "-width", "16", "-height", "16", "-out", dir + "/t"}, 0, "wrote 2 tar files", 2, ".tar"},
 		{[]string{"gen", "parquet", "-files", "1", "-batches", "2", "-rows", "5", "-payload", "8", "-out", dir + "/p"}, 0, "wrote 1 parquet files", 1, ".parquet"},
 		{[]string{"gen", "arrow", "-files", "2", "-batches", "1", "-rows", "5", "-out", dir + "/a"}, 0, "wrote 2 arrow files", 2, ".arrow"},
+		{[]string{"gen", "jpeg", "-n", "2", "-width", "120", "-height", "90", "-bytes", "9000", "-out", dir + "/b"}, 0, "for about 9000 bytes per image", 2, ".jpg"},
 		{[]string{"gen", "jpeg", "-n", "3"}, 2, "-out is required", 0, ""},
 		{[]string{"gen", "png", "-out", dir}, 2, `unknown kind "png"`, 0, ""},
 		{[]string{"gen", "jpeg", "-n", "0", "-out", dir}, 2, "-n 0 must be positive", 0, ""},

@@ -271,3 +271,40 @@ func writeTables(dir, ext string, t Table, seed uint64, write func(*os.File, int
 	}
 	return paths, nil
 }
+
+// NoiseForSize returns the noise amplitude at which images like im (its
+// size and quality) encode to about target bytes, by bisection over a few
+// sample images. Sizes grow with noise; targets outside the reachable range
+// return the nearest end (0 or 255).
+func NoiseForSize(im Image, target int, seed uint64) (int, error) {
+	avg := func(noise int) (int, error) {
+		im := im
+		im.Noise = noise
+		if noise == 0 {
+			im.Noise = -1
+		}
+		total := 0
+		for i := range 3 {
+			b, err := JPEG(im, seed, i)
+			if err != nil {
+				return 0, err
+			}
+			total += len(b)
+		}
+		return total / 3, nil
+	}
+	lo, hi := 0, 255
+	for lo < hi {
+		mid := (lo + hi) / 2
+		n, err := avg(mid)
+		if err != nil {
+			return 0, err
+		}
+		if n < target {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}

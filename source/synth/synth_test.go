@@ -53,3 +53,21 @@ func TestWriters(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestNoiseForSize(t *testing.T) {
+	im := Image{Width: 200, Height: 150}
+	for _, target := range []int{8000, 20000} {
+		noise, err := NoiseForSize(im, target, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		im.Noise = noise
+		b, err := JPEG(im, 1, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < target*8/10 || len(b) > target*12/10 {
+			t.Fatalf("target %d: noise %d gives %d bytes", target, noise, len(b))
+		}
+	}
+}
