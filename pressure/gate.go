@@ -210,8 +210,9 @@ func (g *Gate) Acquire(ctx context.Context) error {
 	}
 	if err := ctx.Err(); err != nil {
 		g.counts[DecisionCancel]++
+		level, inUse, limit := g.level, g.inUse, g.limit
 		g.mu.Unlock()
-		return fmt.Errorf("pressure gate (level %s, %d/%d permits in use): %w", g.level, g.inUse, g.limit, err)
+		return fmt.Errorf("pressure gate (level %s, %d/%d permits in use): %w", level, inUse, limit, err)
 	}
 	w := &waiter{ready: make(chan struct{})}
 	g.waiters = append(g.waiters, w)

@@ -77,9 +77,10 @@ func TestGateStopsAndResumesGraph(t *testing.T) {
 		if err := <-runDone; err != nil {
 			t.Fatal(err)
 		}
-		// Hold 2s, then Quiet 1s before the first permit.
-		if waited := time.Since(start); waited != 3*time.Second {
-			t.Fatalf("graph resumed after %s, want 3s (hold 2s + quiet 1s)", waited)
+		// The trigger's assertion lasts two of its 2s windows (longer than Hold 2s),
+		// then Quiet 1s passes before the first permit.
+		if waited := time.Since(start); waited != 5*time.Second {
+			t.Fatalf("graph resumed after %s, want 5s (two 2s windows + quiet 1s)", waited)
 		}
 		if n := seen.Load(); n != 100 {
 			t.Fatalf("sink saw %d elements, want 100", n)
