@@ -454,3 +454,44 @@ func TestTriggerEndsWhenCgroupRemoved(t *testing.T) {
 		t.Fatalf("source error = %v, want one naming %s", err, path)
 	}
 }
+
+// TestVMPressureEndsWhenCgroupRemoved: removing a v1 memory cgroup signals its
+// registered eventfds; the source notices the group is gone and ends with an error.
+func TestVMPressureEndsWhenCgroupRemoved(t *testing.T) {
+	name := fmt.Sprintf("pressuretest-vmremoved-%d", os.Getpid())
+	g, err := cgroup.New(name)
+	if err != nil {
+		t.Skipf("the kernel refuses to create cgroup %s: %v", name, err)
+	}
+	removed := false
+	t.Cleanup(func() {
+		if !removed {
+			g.Remove()
+		}
+	})
+	dir, err := g.V1Dir("memory")
+	if err != nil {
+		t.Skipf("no cgroup v1 memory hierarchy here (pure cgroup v2 host): %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := OpenVMPressure(ctx, VMPressureConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	removed = true
+	deadline := time.After(30 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-src.Events():
+		case <-deadline:
+			t.Fatal("vmpressure source still running 30s after its cgroup was removed")
+		}
+	}
+	if err := src.Err(); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("source error = %v, want one naming %s", err, dir)
+	}
+}
