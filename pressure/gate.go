@@ -256,7 +256,8 @@ func (g *Gate) TryAcquire() bool {
 	return false
 }
 
-// Release returns a permit taken by Acquire or TryAcquire.
+// Release returns a permit taken by Acquire or TryAcquire. Releasing a permit that is
+// not held is a programming error, like unlocking an unlocked mutex, and panics.
 func (g *Gate) Release() {
 	g.mu.Lock()
 	if g.inUse <= 0 {

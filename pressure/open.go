@@ -24,7 +24,8 @@ type OpenConfig struct {
 	Group *cgroup.Group
 	// Triggers to arm (default DefaultTriggers). Windows that need CAP_SYS_RESOURCE
 	// are armed through the user-namespace helper where [ProbeShortWindows] says it
-	// works.
+	// works; where it does not, triggers are rejected with that reason and Open falls
+	// back to the next source.
 	Triggers []Trigger
 	// PollInterval is the polling fallback's interval (default 1s, at least MinPollInterval).
 	PollInterval time.Duration
@@ -81,21 +82,22 @@ func Open(ctx context.Context, cfg OpenConfig) (*Opened, error) {
 	if cfg.DisableTriggers {
 		out.Rejected = append(out.Rejected, "psi-trigger: disabled")
 	} else {
-		userNS := false
+		userNS, refused := false, ""
 		if priv, _ := HasCapSysResource(); !priv {
 			for _, t := range trigs {
 				if t.Validate(false) != nil && t.Validate(true) == nil {
 					ok, reason := ProbeShortWindows(ctx, path)
 					if !ok {
-						return nil, fmt.Errorf("trigger %q needs CAP_SYS_RESOURCE and the user-namespace helper does not work here: %s", t, reason)
+						refused = fmt.Sprintf("psi-trigger: trigger %q needs CAP_SYS_RESOURCE and the user-namespace helper does not work here: %s", t, reason)
 					}
 					userNS = true
 					break
 				}
 			}
 		}
-		src, err := OpenTriggers(ctx, TriggerConfig{Path: path, Triggers: trigs, UserNS: userNS})
-		if err == nil {
+		if refused != "" {
+			out.Rejected = append(out.Rejected, refused)
+		} else if src, err := OpenTriggers(ctx, TriggerConfig{Path: path, Triggers: trigs, UserNS: userNS}); err == nil {
 			primary, out.Kind = src, "psi-trigger"
 		} else {
 			out.Rejected = append(out.Rejected, "psi-trigger: "+err.Error())
