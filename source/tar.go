@@ -47,8 +47,9 @@ func SplitKey(name string) (key, field string) {
 
 // Samples starts an epoch over the shards for one rank. Shards are streamed
 // one at a time in chunks of ChunkSize with up to min(QueueDepth, 8) reads in
-// flight, each admitted by the Gate; samples are copied out of the chunks and
-// charged to the Budget when Next returns them. With ShuffleBuffer > 0 the
+// flight, each admitted by the Gate; fields are copied out of the chunks
+// into off-heap slots of 256 KiB (fields under 4 KiB or over a slot go to the
+// Go heap) and charged to the Budget when Next returns the sample. With ShuffleBuffer > 0 the
 // buffer holds that many samples' bytes (not charged to the Budget). Next,
 // Position and Close must be called from one goroutine.
 func (d *TarShards) Samples(opts Options) (Iterator[*Sample], error) {
@@ -69,6 +70,19 @@ func (d *TarShards) Samples(opts Options) (Iterator[*Sample], error) {
 			return nil, err
 		}
 		it.pool, it.r.Buffers = pool, pool
+		// Fields are copied into off-heap slots (no zeroing, no GC work); the
+		// pool overflows rather than wait, since samples are held downstream.
+		fp, err := NewPool(max(r.ShuffleBuffer, 0)+64, fieldSlot)
+		if err != nil {
+			pool.Close()
+			reader.Close()
+			return nil, err
+		}
+		fp.SetOverflow(true)
+		it.fieldPool = fp
+		it.fields = fp
+	} else {
+		it.fields = r.Buffers
 	}
 	it.src = r.sampleRNG()
 	if p := r.Resume; p != nil {
@@ -98,11 +112,20 @@ type pending struct {
 	ref Ref
 }
 
+// fieldSlot is the slot size of a tar iterator's field pool; smaller fields
+// than heapField and larger ones than a slot go to the Go heap.
+const (
+	fieldSlot = 256 << 10
+	heapField = 4 << 10
+)
+
 type tarIter struct {
-	d      *TarShards
-	r      resolved
-	reader Reader
-	pool   *Pool
+	d         *TarShards
+	r         resolved
+	reader    Reader
+	pool      *Pool
+	fieldPool *Pool
+	fields    BufferProvider
 	depth  int
 	shards []int
 	skip   skipper
@@ -125,6 +148,7 @@ type member struct {
 	key, field string
 	start, end int64 // header start, padded data end
 	data       []byte
+	buf        Buffer // holds data when it is off-heap
 }
 
 func (it *tarIter) Next(ctx context.Context) (*Sample, error) {
@@ -181,6 +205,7 @@ func (it *tarIter) Next(ctx context.Context) (*Sample, error) {
 func (it *tarIter) emit(ctx context.Context, p pending) (*Sample, error) {
 	if it.r.Budget != nil && p.s.bytes > 0 {
 		if err := it.r.Budget.Acquire(ctx, p.s.bytes); err != nil {
+			p.s.Release()
 			it.err = err // the sample is lost to this iterator; resume from a Position taken before
 			return nil, err
 		}
@@ -219,8 +244,7 @@ func (it *tarIter) readSample(ctx context.Context) (pending, error) {
 		}
 		shardPath := it.d.paths[it.shards[it.shard]]
 		s := &Sample{Key: first.key, Shard: shardPath, Off: first.start}
-		s.Fields = append(s.Fields, Field{Name: first.field, Data: first.data})
-		s.bytes = int64(len(first.data))
+		s.add(first)
 		ref := Ref{Shard: it.shards[it.shard], Off: first.start, End: first.end}
 		for {
 			m, err := it.nextMember()
@@ -228,14 +252,14 @@ func (it *tarIter) readSample(ctx context.Context) (pending, error) {
 				break
 			}
 			if err != nil {
+				s.Release()
 				return pending{}, err
 			}
 			if m.key != s.Key {
 				it.ahead = m
 				break
 			}
-			s.Fields = append(s.Fields, Field{Name: m.field, Data: m.data})
-			s.bytes += int64(len(m.data))
+			s.add(m)
 			ref.End = m.end
 		}
 		it.offset = ref.End
@@ -257,7 +281,19 @@ func (it *tarIter) openStream(ctx context.Context) error {
 	return nil
 }
 
+// add appends m as a field of s, which takes over its buffer.
+func (s *Sample) add(m *member) {
+	s.Fields = append(s.Fields, Field{Name: m.field, Data: m.data})
+	s.bytes += int64(len(m.data))
+	if m.buf != nil {
+		s.bufs = append(s.bufs, m.buf)
+	}
+}
+
 func (it *tarIter) closeStream() {
+	if it.ahead != nil && it.ahead.buf != nil {
+		it.ahead.buf.Release()
+	}
 	if it.stream != nil {
 		it.stream.close()
 		it.stream, it.tr, it.ahead = nil, nil, nil
@@ -278,13 +314,26 @@ func (it *tarIter) nextMember() (*member, error) {
 		if h.Typeflag != tar.TypeReg {
 			continue
 		}
-		data := make([]byte, h.Size)
+		m := &member{start: start}
+		if h.Size < heapField || (it.fieldPool != nil && h.Size > fieldSlot) {
+			m.data = make([]byte, h.Size)
+		} else {
+			b, err := it.fields.Alloc(it.stream.ctx, int(h.Size))
+			if err != nil {
+				return nil, err
+			}
+			m.buf, m.data = b, b.Bytes()
+		}
 		dataStart := it.stream.pos
-		if _, err := io.ReadFull(it.tr, data); err != nil {
+		if _, err := io.ReadFull(it.tr, m.data); err != nil {
+			if m.buf != nil {
+				m.buf.Release()
+			}
 			return nil, it.tarError(it.stream.pos, fmt.Errorf("member %s: %w", h.Name, err))
 		}
-		key, field := SplitKey(h.Name)
-		return &member{key: key, field: field, start: start, end: dataStart + (h.Size+511)/512*512, data: data}, nil
+		m.key, m.field = SplitKey(h.Name)
+		m.end = dataStart + (h.Size+511)/512*512
+		return m, nil
 	}
 }
 
@@ -377,6 +426,9 @@ func (it *tarIter) Close() error {
 	err := it.reader.Close()
 	if it.pool != nil {
 		it.pool.Close()
+	}
+	if it.fieldPool != nil {
+		it.fieldPool.Close() // unmapped once the samples handed out are released
 	}
 	return err
 }
