@@ -126,9 +126,9 @@ type tarIter struct {
 	pool      *Pool
 	fieldPool *Pool
 	fields    BufferProvider
-	depth  int
-	shards []int
-	skip   skipper
+	depth     int
+	shards    []int
+	skip      skipper
 
 	shard  int   // index in shards of the shard being streamed
 	offset int64 // where the next sample of that shard starts
