@@ -186,3 +186,22 @@ func TestSelfPaths(t *testing.T) {
 		t.Fatalf("unescape = %q", got)
 	}
 }
+
+// TestUserNSHelperReportsErrors: the helper's failure comes back as an error that
+// names the file and the kernel's reason, not as a hang or a bare exit status.
+func TestUserNSHelperReportsErrors(t *testing.T) {
+	selfPSIOrSkip(t)
+	if ok, reason := ProbeShortWindows(context.Background(), ""); !ok {
+		t.Skipf("user-namespace helper unavailable here: %s", reason)
+	}
+	missing := t.TempDir() + "/memory.pressure"
+	_, err := openTriggerInUserNS(context.Background(), missing, Trigger{Stall: 50 * time.Millisecond, Window: MinWindow})
+	if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("helper error = %v, want one naming %s and ENOENT", err, missing)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := openTriggerInUserNS(ctx, missing, Trigger{Stall: 50 * time.Millisecond, Window: MinWindow}); err == nil {
+		t.Fatal("helper succeeded with a cancelled context")
+	}
+}
