@@ -46,10 +46,12 @@ func SplitKey(name string) (key, field string) {
 }
 
 // Samples starts an epoch over the shards for one rank. Shards are streamed
-// one at a time in chunks of ChunkSize with up to min(QueueDepth, 8) reads in
-// flight, each admitted by the Gate; fields are copied out of the chunks
+// one at a time in chunks of ChunkSize by a read-ahead goroutine with up to
+// min(QueueDepth, 8) reads in flight, each admitted by the Gate, into the
+// iterator's own registered chunk pool; fields are copied out of the chunks
 // into off-heap slots of 256 KiB (fields under 4 KiB or over a slot go to the
-// Go heap) and charged to the Budget when Next returns the sample. With ShuffleBuffer > 0 the
+// Go heap), or into Options.Buffers when set, and charged to the Budget when
+// Next returns the sample. With ShuffleBuffer > 0 the
 // buffer holds that many samples' bytes (not charged to the Budget). Next,
 // Position and Close must be called from one goroutine.
 func (d *TarShards) Samples(opts Options) (Iterator[*Sample], error) {
@@ -57,19 +59,23 @@ func (d *TarShards) Samples(opts Options) (Iterator[*Sample], error) {
 	if err != nil {
 		return nil, err
 	}
-	reader, err := NewReader(r.Reader)
+	depth := min(r.Reader.QueueDepth, 8)
+	// Chunks always come from the iterator's own pool, registered with its
+	// ring: in flight, queued for the parser and parsed, 2×depth+2 slots never
+	// run out.
+	pool, err := NewPool(2*depth+2, r.ChunkSize)
 	if err != nil {
 		return nil, err
 	}
-	it := &tarIter{d: d, r: r, reader: reader, shards: r.rankShards(len(d.paths)), skip: skipper{skip: r.Skip, max: r.MaxSkips}}
-	it.depth = min(r.Reader.QueueDepth, 8)
+	ropts := r.Reader
+	ropts.Buffers = pool
+	reader, err := NewReader(ropts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	it := &tarIter{d: d, r: r, reader: reader, pool: pool, depth: depth, shards: r.rankShards(len(d.paths)), skip: skipper{skip: r.Skip, max: r.MaxSkips}}
 	if r.Buffers == nil {
-		pool, err := NewPool(it.depth+1, r.ChunkSize)
-		if err != nil {
-			reader.Close()
-			return nil, err
-		}
-		it.pool, it.r.Buffers = pool, pool
 		// Fields are copied into off-heap slots (no zeroing, no GC work); the
 		// pool overflows rather than wait, since samples are held downstream.
 		fp, err := NewPool(max(r.ShuffleBuffer, 0)+64, fieldSlot)
@@ -276,7 +282,7 @@ func (it *tarIter) openStream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	it.stream = &chunkStream{ctx: ctx, it: it, f: f, pos: it.offset, next: it.offset}
+	it.stream = newChunkStream(ctx, it, f, it.offset)
 	it.tr = tar.NewReader(it.stream)
 	return nil
 }
@@ -434,15 +440,20 @@ func (it *tarIter) Close() error {
 }
 
 // chunkStream is an io.Reader over a file read in chunks through the
-// iterator's Reader, several chunks ahead.
+// iterator's Reader by a goroutine of its own, several chunks ahead: the
+// kernel's copies (inline for cached data) run on another core than the
+// parser. Chunks come from the iterator's own chunk pool, sized so the
+// goroutine never waits for a buffer the parser would have to free.
 type chunkStream struct {
-	ctx   context.Context
-	it    *tarIter
-	f     *File
-	pos   int64 // bytes consumed by the parser
-	next  int64 // offset of the next chunk to submit
-	queue []*chunk
-	err   error
+	ctx    context.Context // the caller's, set by Next
+	it     *tarIter
+	f      *File
+	pos    int64       // bytes consumed by the parser
+	ready  chan *chunk // completed chunks in file order; closed after the last or an error
+	cur    *chunk
+	err    error
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 type chunk struct {
@@ -453,67 +464,121 @@ type chunk struct {
 	err  error
 }
 
+func newChunkStream(ctx context.Context, it *tarIter, f *File, off int64) *chunkStream {
+	rctx, cancel := context.WithCancel(context.Background())
+	c := &chunkStream{ctx: ctx, it: it, f: f, pos: off, ready: make(chan *chunk, it.depth), cancel: cancel, done: make(chan struct{})}
+	go c.run(rctx, off)
+	return c
+}
+
 func (c *chunkStream) Read(p []byte) (int, error) {
 	for {
 		if c.err != nil {
 			return 0, c.err
 		}
-		if len(c.queue) > 0 && c.queue[0].done {
-			h := c.queue[0]
-			if h.err != nil {
-				c.err = h.err
-				return 0, h.err
-			}
-			if len(h.data) > 0 {
-				n := copy(p, h.data)
-				h.data = h.data[n:]
+		if c.cur != nil {
+			if len(c.cur.data) > 0 {
+				n := copy(p, c.cur.data)
+				c.cur.data = c.cur.data[n:]
 				c.pos += int64(n)
 				return n, nil
 			}
-			h.buf.Release()
-			c.queue = c.queue[1:]
-			continue
+			c.cur.buf.Release()
+			c.cur = nil
 		}
-		if err := c.fill(); err != nil {
-			c.err = err
-			return 0, err
-		}
-		if len(c.queue) == 0 {
-			return 0, io.EOF
-		}
-		if err := c.reap(); err != nil {
-			c.err = err
-			return 0, err
-		}
-	}
-}
-
-// fill submits chunk reads until depth are queued or the file is covered.
-func (c *chunkStream) fill() error {
-	it := c.it
-	for len(c.queue) < it.depth && c.next < c.f.Size {
-		n := int(min(int64(it.r.ChunkSize), c.f.Size-c.next))
-		buf, err := Admit(c.ctx, it.r.Gate, it.r.Buffers, n)
-		if err != nil {
-			return err
-		}
-		ch := &chunk{off: c.next, buf: buf}
-		if err := it.reader.Submit(Request{File: c.f, Off: c.next, Buf: buf.Bytes(), Permit: it.r.Gate, Tag: ch}); err != nil {
-			buf.Release()
-			if it.r.Gate != nil {
-				it.r.Gate.Release()
+		select {
+		case ch, ok := <-c.ready:
+			if !ok {
+				return 0, io.EOF
 			}
-			return err
+			if ch.err != nil {
+				if ch.buf != nil {
+					ch.buf.Release()
+				}
+				c.err = ch.err
+				return 0, ch.err
+			}
+			c.cur = ch
+		case <-c.ctx.Done():
+			return 0, context.Cause(c.ctx)
 		}
-		c.queue = append(c.queue, ch)
-		c.next += int64(n)
 	}
-	return nil
 }
 
-func (c *chunkStream) reap() error {
+// run submits chunk reads (each admitted by the gate), reaps them and hands
+// them to the parser in file order.
+func (c *chunkStream) run(ctx context.Context, next int64) {
+	it := c.it
+	var queue []*chunk
+	defer func() {
+		for it.reader.InFlight() > 0 { // reads in flight must land before their buffers go back
+			if err := c.reap(context.Background()); err != nil {
+				break
+			}
+		}
+		for _, ch := range queue {
+			if ch.buf != nil {
+				ch.buf.Release()
+			}
+		}
+		close(c.ready)
+		close(c.done)
+	}()
+	for {
+		for len(queue) > 0 && queue[0].done {
+			h := queue[0]
+			select {
+			case c.ready <- h:
+				queue = queue[1:]
+			case <-ctx.Done():
+				return
+			}
+			if h.err != nil {
+				return
+			}
+		}
+		if next >= c.f.Size && len(queue) == 0 {
+			return
+		}
+		for len(queue) < it.depth && next < c.f.Size {
+			n := int(min(int64(it.r.ChunkSize), c.f.Size-next))
+			buf, err := Admit(ctx, it.r.Gate, it.pool, n)
+			if err == nil {
+				ch := &chunk{off: next, buf: buf}
+				if err = it.reader.Submit(Request{File: c.f, Off: next, Buf: buf.Bytes(), Permit: it.r.Gate, Tag: ch}); err == nil {
+					queue = append(queue, ch)
+					next += int64(n)
+					continue
+				}
+				buf.Release()
+				if it.r.Gate != nil {
+					it.r.Gate.Release()
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			queue = append(queue, &chunk{off: next, done: true, err: err})
+			next = c.f.Size
+		}
+		if it.reader.InFlight() > 0 {
+			if err := c.reap(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				for _, ch := range queue {
+					if !ch.done {
+						ch.done, ch.err = true, err
+					}
+				}
+			}
+		}
+	}
+}
+
+func (c *chunkStream) reap(ctx context.Context) error {
 	var comps [8]Completion
-	n, err := c.it.reader.Reap(c.ctx, comps[:], 1)
+	n, err := c.it.reader.Reap(ctx, comps[:], 1)
 	if err != nil {
 		return err
 	}
@@ -527,16 +592,18 @@ func (c *chunkStream) reap() error {
 	return nil
 }
 
+// close stops the read-ahead, waits for its goroutine and gives every chunk back.
 func (c *chunkStream) close() {
-	c.ctx = context.Background() // reads in flight must land before their buffers go back
-	for c.it.reader.InFlight() > 0 {
-		if err := c.reap(); err != nil {
-			break
+	c.cancel()
+	for ch := range c.ready {
+		if ch.buf != nil {
+			ch.buf.Release()
 		}
 	}
-	for _, ch := range c.queue {
-		ch.buf.Release()
+	<-c.done
+	if c.cur != nil {
+		c.cur.buf.Release()
+		c.cur = nil
 	}
-	c.queue = nil
 	c.f.Close()
 }

@@ -256,16 +256,21 @@ func (r *Ring) SQE() *SQE {
 // Pending returns how many prepared entries have not yet been submitted.
 func (r *Ring) Pending() uint32 { return r.sqeTail - atomic.LoadUint32(r.sqHead) }
 
+// RawSubmitMax is the largest batch Submit(0) hands to the kernel as a raw system call.
+const RawSubmitMax = 4
+
 // Submit publishes the prepared entries and enters the kernel once, waiting
 // for at least waitFor completions when waitFor > 0. It returns the number of
 // entries the kernel consumed. EINTR is retried.
 //
 // Without waiting, io_uring_enter does not block: the kernel completes
 // cached reads inline (copying on this thread) and queues everything else.
-// Such calls are made as raw system calls, so the Go scheduler does not hand
-// this goroutine's P to another thread while the kernel copies; under CPU
-// contention that handoff costs a sleep and a wake-up per call. A call that
-// waits is an ordinary (blocking-aware) system call.
+// Such calls submitting at most RawSubmitMax entries are made as raw system
+// calls, so the Go scheduler does not hand this goroutine's P to another
+// thread while the kernel copies (under CPU contention that handoff costs a
+// sleep and a wake-up per call). Larger batches, whose inline copies could
+// keep a garbage-collection stop-the-world spinning, and calls that wait are
+// ordinary (blocking-aware) system calls.
 func (r *Ring) Submit(waitFor uint32) (int, error) {
 	atomic.StoreUint32(r.sqTail, r.sqeTail)
 	toSubmit := r.sqeTail - atomic.LoadUint32(r.sqHead)
@@ -279,7 +284,7 @@ func (r *Ring) Submit(waitFor uint32) (int, error) {
 	for {
 		var n uintptr
 		var errno unix.Errno
-		if waitFor > 0 {
+		if waitFor > 0 || toSubmit > RawSubmitMax {
 			n, _, errno = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(waitFor), uintptr(flags), 0, 0)
 		} else {
 			n, _, errno = unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), 0, 0, 0, 0)
