@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Files is a dataset of whole files, one sample per file.
@@ -158,6 +159,7 @@ type fileIter struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	results []chan fileResult
+	failed  atomic.Pointer[error] // a worker's reader failed
 	err     error
 	closed  bool
 }
@@ -226,10 +228,19 @@ func (j *fileJob) release(budget Budget) {
 	if j.buf != nil {
 		j.buf.Release()
 		j.buf = nil
-		if budget != nil && j.f != nil && j.f.Size > 0 {
-			budget.Release(j.f.Size)
-		}
+		j.releaseBudget(budget)
 	}
+	j.closeFile()
+}
+
+// releaseBudget returns the job's bytes of budget (taken with its buffer).
+func (j *fileJob) releaseBudget(budget Budget) {
+	if budget != nil && j.f != nil && j.f.Size > 0 {
+		budget.Release(j.f.Size)
+	}
+}
+
+func (j *fileJob) closeFile() {
 	if j.f != nil {
 		j.f.Close()
 		j.f = nil
@@ -243,11 +254,17 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 	opts := it.r.Reader
 	reader, err := NewReader(opts)
 	var fifo []*fileResult
+	broken := false // the reader failed: reads may still be in flight
 	defer func() {
 		if reader != nil {
-			reader.Close() // waits for reads in flight
+			reader.Close() // waits for reads in flight (unless broken)
 		}
 		for _, r := range fifo {
+			if broken && !r.done && r.buf != nil {
+				// The kernel may still write into this buffer: leave it out of the pool.
+				r.buf = nil
+				r.releaseBudget(it.r.Budget)
+			}
 			r.release(it.r.Budget)
 		}
 		for j := range jobs {
@@ -317,12 +334,14 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 		}
 		n, err := reader.Reap(ctx, comps, 1)
 		if err != nil {
-			for _, r := range fifo {
-				if !r.done {
-					r.err, r.done = err, true
-				}
+			// Cancelled, or the reader failed. Either way stop: results not
+			// yet done still have reads in flight, so they are cleaned up
+			// here (after the reader has waited for them), never handed on.
+			// Next reports the stop.
+			if broken = ctx.Err() == nil; broken {
+				it.failed.CompareAndSwap(nil, &err)
 			}
-			continue
+			return
 		}
 		for _, c := range comps[:n] {
 			res := c.Tag.(*fileResult)
@@ -355,6 +374,9 @@ func (it *fileIter) Next(ctx context.Context) (*Sample, error) {
 		}
 		if !ok || res.k != it.next {
 			it.err = fmt.Errorf("source: file reader stopped before entry %d (%s)", it.next, it.d.paths[it.order[it.next]])
+			if e := it.failed.Load(); e != nil {
+				it.err = fmt.Errorf("%w: %w", it.err, *e)
+			}
 			return nil, it.err
 		}
 		it.next++

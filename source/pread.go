@@ -82,14 +82,17 @@ func (r *preadReader) read(req Request) Completion {
 	return c
 }
 
+// Close drops the reads still queued (they never started), releasing their permits.
 func (r *preadReader) Close() error {
 	if r.closed {
 		return nil
 	}
 	r.closed = true
-	out := make([]Completion, 16)
-	for r.InFlight() > 0 {
-		r.Reap(context.Background(), out, 1)
+	for _, req := range r.queue[r.head:] {
+		if req.Permit != nil {
+			req.Permit.Release()
+		}
 	}
+	r.queue, r.head = nil, 0
 	return nil
 }

@@ -136,7 +136,9 @@ type Reader interface {
 	InFlight() int
 	// Backend names the implementation.
 	Backend() Backend
-	// Close releases the reader; reads in flight are waited for first.
+	// Close releases the reader. Reads the kernel has started are waited
+	// for first; queued reads that have not started are dropped and their
+	// permits released.
 	Close() error
 }
 

@@ -568,7 +568,9 @@ func (c *chunkStream) run(ctx context.Context, next int64) {
 				}
 				for _, ch := range queue {
 					if !ch.done {
-						ch.done, ch.err = true, err
+						// The reader failed and the kernel may still write into
+						// this buffer: keep it out of the pool.
+						ch.done, ch.err, ch.buf = true, err, nil
 					}
 				}
 			}
