@@ -2,6 +2,7 @@ package flow_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -79,4 +80,66 @@ func TestFlatMapSharesClaim(t *testing.T) {
 	if seen != 3 || g.Budget().InUse() != 0 {
 		t.Fatalf("seen %d, budget in use %d", seen, g.Budget().InUse())
 	}
+}
+
+func TestBatchHoldingTheWholeBudgetFailsInsteadOfHanging(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Budget for 3 elements of 100 bytes, batches of 4: the fourth can
+		// never be admitted while the batch holds the first three.
+		g := flow.New("t", flow.WithBudget(300))
+		src := flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[int]) error {
+			for i := range 10 {
+				if err := out.Reserve(ctx, 100); err != nil {
+					return err
+				}
+				if err := out.Emit(ctx, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		b := flow.Via(src, stage.Batch[int]("batch", 4, 0))
+		flow.Sink(b, "sink", func(context.Context, []int) error { return nil })
+		err := g.Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), `stage "batch": deadlock: this batch holds 300 of the budget's 300 bytes in 3 of 4 elements, and a source waits for 100 bytes`) {
+			t.Fatalf("Run returned %v", err)
+		}
+		if g.Budget().InUse() != 0 {
+			t.Fatalf("budget in use %d", g.Budget().InUse())
+		}
+	})
+}
+
+func TestBatchWithEnoughBudgetDoesNotTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A slow source (1 s per element) with room for one more element than
+		// the batch holds: the stall check must stay quiet.
+		g := flow.New("t", flow.WithBudget(500))
+		src := flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[int]) error {
+			for i := range 9 {
+				time.Sleep(time.Second)
+				if err := out.Reserve(ctx, 100); err != nil {
+					return err
+				}
+				if err := out.Emit(ctx, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		fm := flow.Via(src, stage.FlatMap("dup", func(_ context.Context, v int, emit func(int) error) error {
+			if err := emit(v); err != nil {
+				return err
+			}
+			return emit(v) // two outputs share one claim: counted once
+		}))
+		var got [][]int
+		flow.Collect(flow.Via(fm, stage.Batch[int]("batch", 6, 0)), "sink", &got)
+		if err := g.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 || g.Budget().InUse() != 0 {
+			t.Fatalf("got %v, budget in use %d", got, g.Budget().InUse())
+		}
+	})
 }

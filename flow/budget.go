@@ -55,6 +55,17 @@ func (b *Budget) InUse() int64 {
 	return b.inUse
 }
 
+// Waiting returns the bytes the first waiting Acquire asks for, or 0 when
+// nobody waits.
+func (b *Budget) Waiting() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiters) == 0 {
+		return 0
+	}
+	return b.waiters[0].n
+}
+
 // MaxInUse returns the most bytes that were ever acquired at once.
 func (b *Budget) MaxInUse() int64 { return b.maxInUse.Load() }
 

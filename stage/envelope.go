@@ -32,6 +32,18 @@ type BudgetReleaser interface {
 	Release(n int64)
 }
 
+// BudgetInspector is implemented by budgets (flow's Budget) that let a stage
+// which accumulates elements, such as [Batch], tell a wait that can never
+// end from a slow source.
+type BudgetInspector interface {
+	// Limit is the budget's size in bytes.
+	Limit() int64
+	// InUse is the number of bytes currently held.
+	InUse() int64
+	// Waiting is the request of the first caller waiting for bytes, or 0.
+	Waiting() int64
+}
+
 // Claim is a reference-counted hold on bytes of a graph's byte budget. A nil
 // *Claim is valid and holds nothing, so graphs without a budget pay nothing.
 type Claim struct {
