@@ -16,6 +16,20 @@ type coeffs struct {
 	ksize   int
 	bounds  []int32 // per output: first input index, number of taps
 	k       []int32 // out × ksize taps
+	// The same taps padded to a fixed count kt (the largest tap count) with
+	// zero weights, the window shifted left where it would run past the
+	// input's end: inner loops then run a fixed number of taps without a
+	// per-pixel branch, and every read stays in bounds. Zero weights add
+	// nothing to the integer sum, so results are unchanged. kt is 0 when the
+	// input is shorter than the window (tiny images use bounds/k).
+	kt   int
+	pmin []int32 // per output: first input index of the padded window
+	pk   []int32 // out × kt taps
+	// noClip is true when no sum can leave [0, 255<<precisionBits]: all
+	// weights are non-negative and each output's weights times 255 plus the
+	// rounding half stay below 256<<precisionBits. Then clip8 is the
+	// identity and the inner loops skip it.
+	noClip bool
 }
 
 // bilinear is Pillow's triangle filter (support 1).
@@ -81,7 +95,41 @@ func newCoeffs(inSize, outSize int) *coeffs {
 		c.bounds[2*xx] = int32(xmin)
 		c.bounds[2*xx+1] = int32(xmax)
 	}
+	c.pad()
 	return c
+}
+
+// pad fills kt, pmin, pk and noClip from bounds and k.
+func (c *coeffs) pad() {
+	kt := 0
+	for xx := 0; xx < c.out; xx++ {
+		kt = max(kt, int(c.bounds[2*xx+1]))
+	}
+	c.noClip = true
+	for xx := 0; xx < c.out; xx++ {
+		var sum int64
+		for _, kv := range c.k[xx*c.ksize : (xx+1)*c.ksize] {
+			if kv < 0 {
+				c.noClip = false
+			}
+			sum += int64(kv)
+		}
+		if sum*255+1<<(precisionBits-1) >= 256<<precisionBits {
+			c.noClip = false
+		}
+	}
+	if kt == 0 || kt > c.in {
+		return
+	}
+	c.kt = kt
+	c.pmin = make([]int32, c.out)
+	c.pk = make([]int32, c.out*kt)
+	for xx := 0; xx < c.out; xx++ {
+		xmin, xn := int(c.bounds[2*xx]), int(c.bounds[2*xx+1])
+		pmin := min(xmin, c.in-kt)
+		c.pmin[xx] = int32(pmin)
+		copy(c.pk[xx*kt+xmin-pmin:], c.k[xx*c.ksize:xx*c.ksize+xn])
+	}
 }
 
 type coeffKey struct{ in, out int }
@@ -196,8 +244,10 @@ func horizontal(out []uint8, src *Image, c *coeffs, x0, cw, y0, y1 int) {
 	for y := y0; y < y1; y++ {
 		in := src.Pix[y*inStride : (y+1)*inStride]
 		o := out[(y-y0)*outStride : (y-y0+1)*outStride]
-		switch nc {
-		case 3:
+		switch {
+		case nc == 3 && c.kt > 0:
+			horizontalRGBPadded(o, in, c, x0, cw)
+		case nc == 3:
 			horizontalRGB(o, in, c, x0, cw)
 		default:
 			for xx := x0; xx < x0+cw; xx++ {
@@ -231,6 +281,23 @@ func (r *Resizer) vertical(out []uint8, mid *Image, c *coeffs, y0, n, ys0 int) {
 		yn := int(c.bounds[2*yy+1])
 		k := c.k[yy*c.ksize : yy*c.ksize+yn]
 		o := out[(yy-y0)*stride : (yy-y0+1)*stride]
+		if haveAVX2 && yn > 0 {
+			// rows ymin..ymin+yn-1 of mid, all in bounds (checked by the
+			// reslice), each at least len(o) bytes
+			src := mid.Pix[ymin*stride : (ymin+yn-1)*stride+len(o)]
+			n := len(o) &^ 7
+			if n > 0 {
+				verticalAVX2(&o[0], n, &src[0], stride, &k[0], yn)
+			}
+			for i := n; i < len(o); i++ {
+				s := int32(half)
+				for j, kv := range k {
+					s += int32(src[j*stride+i]) * kv
+				}
+				o[i] = clipFixed(s)
+			}
+			continue
+		}
 		// The common tap counts in one pass over the output row; more taps
 		// accumulate row by row. Integer sums: the order does not change the
 		// result.
@@ -326,5 +393,79 @@ func horizontalRGB(o, in []uint8, c *coeffs, x0, cw int) {
 		}
 		d := (*[3]uint8)(o[3*(xx-x0):])
 		d[0], d[1], d[2] = clipFixed(s0), clipFixed(s1), clipFixed(s2)
+	}
+}
+
+// store3 writes three fixed-point sums as bytes, clipping unless the taps
+// cannot leave the byte range.
+func store3(d *[3]uint8, s0, s1, s2 int32, noClip bool) {
+	if noClip {
+		d[0], d[1], d[2] = uint8(s0>>precisionBits), uint8(s1>>precisionBits), uint8(s2>>precisionBits)
+		return
+	}
+	d[0], d[1], d[2] = clipFixed(s0), clipFixed(s1), clipFixed(s2)
+}
+
+// horizontalRGBPadded resamples one RGB row with the padded taps: a fixed
+// tap count per output pixel, so the loop has no data-dependent branch.
+func horizontalRGBPadded(o, in []uint8, c *coeffs, x0, cw int) {
+	const half = 1 << (precisionBits - 1)
+	kt, nc := c.kt, c.noClip
+	pmin := c.pmin[x0 : x0+cw]
+	o = o[:3*cw]
+	switch kt {
+	case 2:
+		pk := c.pk[x0*2 : (x0+cw)*2]
+		for j, m := range pmin {
+			q, kk := (*[6]uint8)(in[3*int(m):]), (*[2]int32)(pk[2*j:])
+			k0, k1 := kk[0], kk[1]
+			store3((*[3]uint8)(o[3*j:]),
+				half+int32(q[0])*k0+int32(q[3])*k1,
+				half+int32(q[1])*k0+int32(q[4])*k1,
+				half+int32(q[2])*k0+int32(q[5])*k1, nc)
+		}
+	case 3:
+		pk := c.pk[x0*3 : (x0+cw)*3]
+		for j, m := range pmin {
+			q, kk := (*[9]uint8)(in[3*int(m):]), (*[3]int32)(pk[3*j:])
+			k0, k1, k2 := kk[0], kk[1], kk[2]
+			store3((*[3]uint8)(o[3*j:]),
+				half+int32(q[0])*k0+int32(q[3])*k1+int32(q[6])*k2,
+				half+int32(q[1])*k0+int32(q[4])*k1+int32(q[7])*k2,
+				half+int32(q[2])*k0+int32(q[5])*k1+int32(q[8])*k2, nc)
+		}
+	case 4:
+		pk := c.pk[x0*4 : (x0+cw)*4]
+		for j, m := range pmin {
+			q, kk := (*[12]uint8)(in[3*int(m):]), (*[4]int32)(pk[4*j:])
+			k0, k1, k2, k3 := kk[0], kk[1], kk[2], kk[3]
+			store3((*[3]uint8)(o[3*j:]),
+				half+int32(q[0])*k0+int32(q[3])*k1+int32(q[6])*k2+int32(q[9])*k3,
+				half+int32(q[1])*k0+int32(q[4])*k1+int32(q[7])*k2+int32(q[10])*k3,
+				half+int32(q[2])*k0+int32(q[5])*k1+int32(q[8])*k2+int32(q[11])*k3, nc)
+		}
+	case 5:
+		pk := c.pk[x0*5 : (x0+cw)*5]
+		for j, m := range pmin {
+			q, kk := (*[15]uint8)(in[3*int(m):]), (*[5]int32)(pk[5*j:])
+			k0, k1, k2, k3, k4 := kk[0], kk[1], kk[2], kk[3], kk[4]
+			store3((*[3]uint8)(o[3*j:]),
+				half+int32(q[0])*k0+int32(q[3])*k1+int32(q[6])*k2+int32(q[9])*k3+int32(q[12])*k4,
+				half+int32(q[1])*k0+int32(q[4])*k1+int32(q[7])*k2+int32(q[10])*k3+int32(q[13])*k4,
+				half+int32(q[2])*k0+int32(q[5])*k1+int32(q[8])*k2+int32(q[11])*k3+int32(q[14])*k4, nc)
+		}
+	default:
+		for j, m := range pmin {
+			k := c.pk[(x0+j)*kt : (x0+j+1)*kt]
+			p := in[3*int(m) : 3*(int(m)+kt)]
+			var s0, s1, s2 int32 = half, half, half
+			for i, kv := range k {
+				q := (*[3]uint8)(p[3*i:])
+				s0 += int32(q[0]) * kv
+				s1 += int32(q[1]) * kv
+				s2 += int32(q[2]) * kv
+			}
+			store3((*[3]uint8)(o[3*j:]), s0, s1, s2, nc)
+		}
 	}
 }

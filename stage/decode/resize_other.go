@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package decode
+
+const haveAVX2 = false
+
+func verticalAVX2(dst *uint8, n int, src *uint8, stride int, k *int32, taps int) {
+	panic("decode: verticalAVX2 without AVX2")
+}
