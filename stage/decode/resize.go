@@ -25,6 +25,10 @@ type coeffs struct {
 	kt   int
 	pmin []int32 // per output: first input index of the padded window
 	pk   []int32 // out × kt taps
+	// For the AVX2 RGB kernel: 3·pmin (the window's first byte), and the
+	// padded taps transposed (kt × out: tap t of output x at t·out + x).
+	poff3 []int32
+	pkT   []int32
 	// noClip is true when no sum can leave [0, 255<<precisionBits]: all
 	// weights are non-negative and each output's weights times 255 plus the
 	// rounding half stay below 256<<precisionBits. Then clip8 is the
@@ -129,6 +133,14 @@ func (c *coeffs) pad() {
 		pmin := min(xmin, c.in-kt)
 		c.pmin[xx] = int32(pmin)
 		copy(c.pk[xx*kt+xmin-pmin:], c.k[xx*c.ksize:xx*c.ksize+xn])
+	}
+	c.poff3 = make([]int32, c.out)
+	c.pkT = make([]int32, kt*c.out)
+	for xx := 0; xx < c.out; xx++ {
+		c.poff3[xx] = 3 * c.pmin[xx]
+		for t := 0; t < kt; t++ {
+			c.pkT[t*c.out+xx] = c.pk[xx*kt+t]
+		}
 	}
 }
 
@@ -245,6 +257,23 @@ func horizontal(out []uint8, src *Image, c *coeffs, x0, cw, y0, y1 int) {
 		in := src.Pix[y*inStride : (y+1)*inStride]
 		o := out[(y-y0)*outStride : (y-y0+1)*outStride]
 		switch {
+		case nc == 3 && c.kt > 0 && haveAVX2:
+			// Groups of 8 pixels: the kernel writes 4 bytes past each
+			// group and its gathers read 1 byte past a pixel's last tap,
+			// so it stops short of the row's end and, on the image's last
+			// row, of the source's end.
+			groups := (3*cw - 4) / 24
+			if (y+1)*inStride >= len(src.Pix) {
+				for groups > 0 && 3*(int(c.pmin[x0+8*groups-1])+c.kt) >= inStride {
+					groups--
+				}
+			}
+			if groups > 0 {
+				horizontalRGBAVX2(&o[0], groups, &in[0], &c.poff3[x0], &c.pkT[x0], 4*c.out, c.kt)
+			}
+			if g := 8 * groups; g < cw {
+				horizontalRGBPadded(o[3*g:], in, c, x0+g, cw-g)
+			}
 		case nc == 3 && c.kt > 0:
 			horizontalRGBPadded(o, in, c, x0, cw)
 		case nc == 3:

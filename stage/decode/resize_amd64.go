@@ -12,3 +12,12 @@ var haveAVX2 = cpu.X86.HasAVX2
 //
 //go:noescape
 func verticalAVX2(dst *uint8, n int, src *uint8, stride int, k *int32, taps int)
+
+// horizontalRGBAVX2 resamples groups×8 RGB output pixels of one row with the
+// padded taps, eight pixels per step (one gather per tap brings R, G and B):
+// off holds each pixel's first source byte, k the weights tap-major with
+// kstride bytes between taps. It writes 24 bytes per group and 4 scratch
+// bytes after them, and reads one byte past each pixel's last tap.
+//
+//go:noescape
+func horizontalRGBAVX2(dst *uint8, groups int, src *uint8, off *int32, k *int32, kstride int, taps int)
