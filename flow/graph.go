@@ -210,9 +210,19 @@ func Via[I, O any](in Stream[I], st stage.Stage[I, O], opts ...NodeOption) Strea
 // the element's claim is dropped and its value released if it is a
 // [stage.Releaser]; fn that keeps a value beyond the call must Retain it.
 func Sink[T any](in Stream[T], name string, fn func(ctx context.Context, v T) error) {
+	addSink(in, name, "flow.Sink", func(ctx context.Context, port stage.In[T], e stage.Envelope[T]) error {
+		err := fn(ctx, e.Value)
+		port.Discard(e)
+		return err
+	})
+}
+
+// addSink adds a node that passes every element of in to consume, which
+// owns it; caller names the public function in the zero-Stream panic.
+func addSink[T any](in Stream[T], name, caller string, consume func(ctx context.Context, port stage.In[T], e stage.Envelope[T]) error) {
 	g := in.g
 	if g == nil {
-		panic(fmt.Sprintf("flow.Sink(%q): input stream is the zero Stream", name))
+		panic(fmt.Sprintf("%s(%q): input stream is the zero Stream", caller, name))
 	}
 	in.consume(name)
 	n := &node{name: name, kind: "sink"}
@@ -224,9 +234,7 @@ func Sink[T any](in Stream[T], name string, fn func(ctx context.Context, v T) er
 			if !ok {
 				return nil
 			}
-			err := fn(ctx, e.Value)
-			port.Discard(e)
-			if err != nil {
+			if err := consume(ctx, port, e); err != nil {
 				return err
 			}
 		}

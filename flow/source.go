@@ -135,24 +135,11 @@ func FromChan[T any](g *Graph, name string, ch <-chan T, opts ...NodeOption) Str
 // ownership of the values ([stage.Releaser] values are not released). Claims
 // are dropped as elements arrive. It is meant for tests and small results.
 func Collect[T any](in Stream[T], name string, dst *[]T) {
-	g := in.g
-	if g == nil {
-		panic(fmt.Sprintf("flow.Collect(%q): input stream is the zero Stream", name))
-	}
-	in.consume(name)
-	n := &node{name: name, kind: "sink"}
-	g.addNode(n)
-	n.run = func(ctx context.Context) error {
-		port := stage.NewIn(in.ch, n.metrics)
-		for {
-			e, ok := port.Recv(ctx)
-			if !ok {
-				return nil
-			}
-			e.Claim.Drop()
-			*dst = append(*dst, e.Value)
-		}
-	}
+	addSink(in, name, "flow.Collect", func(_ context.Context, _ stage.In[T], e stage.Envelope[T]) error {
+		e.Claim.Drop()
+		*dst = append(*dst, e.Value)
+		return nil
+	})
 }
 
 // String describes the emitter for debugging.

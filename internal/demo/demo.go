@@ -173,38 +173,48 @@ func Run(ctx context.Context, cfg Config, interval time.Duration, progress func(
 	})
 
 	start := time.Now()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	if progress != nil && interval > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
-			for {
-				select {
-				case <-tick.C:
-					mu.Lock()
-					snap := Snapshot{Items: items, Bytes: nbytes}
-					mu.Unlock()
-					snap.BudgetInUse, snap.BudgetLimit = g.Budget().InUse(), g.Budget().Limit()
-					snap.Elapsed = time.Since(start)
-					snap.Bottleneck, snap.BottleneckBusyPct = bottleneck(g.Stats(), snap.Elapsed)
-					progress(snap)
-				case <-stop:
-					return
-				}
-			}
-		}()
-	}
+	stop := reportProgress(interval, progress, func() Snapshot {
+		mu.Lock()
+		snap := Snapshot{Items: items, Bytes: nbytes}
+		mu.Unlock()
+		snap.Elapsed = time.Since(start)
+		snap.BudgetInUse, snap.BudgetLimit = g.Budget().InUse(), g.Budget().Limit()
+		snap.Bottleneck, snap.BottleneckBusyPct = bottleneck(g.Stats(), snap.Elapsed)
+		return snap
+	})
 	err := g.Run(ctx)
-	close(stop)
-	wg.Wait()
+	stop()
 	sum := Summary{Items: items, Batches: nbatches, Bytes: nbytes, Elapsed: time.Since(start), Peak: g.Budget().MaxInUse(), Stages: g.Stats()}
 	if err == nil && items != int64(cfg.Items) {
 		err = errors.New("demo: fewer samples arrived than were generated")
 	}
 	return sum, err
+}
+
+// reportProgress calls progress with snapshot() every interval from a
+// goroutine of its own, until the returned stop is called; stop waits for the
+// goroutine to end. With a nil progress or no interval it does nothing.
+func reportProgress(interval time.Duration, progress func(Snapshot), snapshot func() Snapshot) (stop func()) {
+	if progress == nil || interval <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				progress(snapshot())
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
 
 // bottleneck names the stage whose workers were busy the largest share of the time.

@@ -64,33 +64,18 @@ func RunFolder(ctx context.Context, cfg FolderConfig, interval time.Duration, pr
 	var mu sync.Mutex
 	start := time.Now()
 	var current *flow.Graph
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	if progress != nil && interval > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
-			for {
-				select {
-				case <-tick.C:
-					mu.Lock()
-					snap := Snapshot{Items: sum.Items, Bytes: sum.Bytes, Elapsed: time.Since(start)}
-					g := current
-					mu.Unlock()
-					if g != nil {
-						snap.BudgetInUse, snap.BudgetLimit = g.Budget().InUse(), g.Budget().Limit()
-						snap.Bottleneck, snap.BottleneckBusyPct = bottleneck(g.Stats(), snap.Elapsed)
-					}
-					progress(snap)
-				case <-stop:
-					return
-				}
-			}
-		}()
-	}
-	defer func() { close(stop); wg.Wait() }()
+	stop := reportProgress(interval, progress, func() Snapshot {
+		mu.Lock()
+		snap := Snapshot{Items: sum.Items, Bytes: sum.Bytes, Elapsed: time.Since(start)}
+		g := current
+		mu.Unlock()
+		if g != nil {
+			snap.BudgetInUse, snap.BudgetLimit = g.Budget().InUse(), g.Budget().Limit()
+			snap.Bottleneck, snap.BottleneckBusyPct = bottleneck(g.Stats(), snap.Elapsed)
+		}
+		return snap
+	})
+	defer stop()
 
 	for epoch := range cfg.Epochs {
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
