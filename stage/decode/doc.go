@@ -37,6 +37,15 @@
 // is at most half the scaled size) and the image/jpeg fallback differ by about
 // one level on average.
 //
+// The resize keeps Pillow's integer arithmetic exactly (22-bit fixed-point
+// taps, horizontal pass into an 8-bit intermediate, then vertical, clip8) and
+// is fast by how it schedules it: windows zero-padded to a fixed tap count
+// (no per-pixel branch), only the source rows and output columns a crop
+// keeps, and on amd64 with AVX2 two assembly kernels (the horizontal pass
+// eight output pixels per step with one gather per tap, the vertical pass
+// eight bytes per step) that compute the same 32-bit sums. Other CPUs run
+// the portable Go loops, with the same results.
+//
 // # Errors
 //
 // Every decoding error is an [*Error] naming the sample (file name or key)
