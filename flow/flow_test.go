@@ -315,10 +315,7 @@ func TestBudgetNeverExceededUnderConcurrency(t *testing.T) {
 	keep := flow.Via(work, stage.Filter("drop-odd", func(_ context.Context, b *blob) (bool, error) { return b.n%2 == 0, nil }))
 	batches := flow.Via(keep, stage.Batch[*blob]("batch", 5, time.Millisecond))
 	flow.Sink(batches, "sink", func(_ context.Context, bs []*blob) error {
-		for _, b := range bs {
-			b.Release()
-		}
-		return nil
+		return nil // the graph releases every member of the batch (twice would panic)
 	})
 	if err := g.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -540,5 +537,39 @@ func TestClosedGateBlocksUntilCancel(t *testing.T) {
 	}
 	if gate.released.Load() != 0 || g.Budget().InUse() != 0 {
 		t.Fatal("gate or budget leaked")
+	}
+}
+
+func TestCancelledGraphReleasesBatchMembers(t *testing.T) {
+	// Batches sit in queues and in the batch stage when the graph is
+	// cancelled; every member must be released exactly once.
+	var live, maxLive atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := flow.New("t", flow.WithQueueSize(4))
+	src := flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[*blob]) error {
+		for {
+			live.Add(1)
+			if err := out.Emit(ctx, &blob{n: 1, live: &live, max: &maxLive}); err != nil {
+				return err
+			}
+		}
+	})
+	b := flow.Via(src, stage.Batch[*blob]("batch", 3, 0))
+	dropped := flow.Via(b, stage.Filter("drop-half", func(_ context.Context, bs []*blob) (bool, error) {
+		return len(bs)%2 == 0 || bs[0] != nil && live.Load()%2 == 0, nil
+	}))
+	n := 0
+	flow.Sink(dropped, "sink", func(context.Context, []*blob) error {
+		if n++; n == 50 {
+			cancel()
+		}
+		return nil
+	})
+	if err := g.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+	if l := live.Load(); l != 0 {
+		t.Fatalf("%d batch members never released", l)
 	}
 }

@@ -208,7 +208,8 @@ func Via[I, O any](in Stream[I], st stage.Stage[I, O], opts ...NodeOption) Strea
 
 // Sink consumes in, calling fn for every element in order. After fn returns,
 // the element's claim is dropped and its value released if it is a
-// [stage.Releaser]; fn that keeps a value beyond the call must Retain it.
+// [stage.Releaser] (for a batch, each member that is one): fn must not
+// release it itself, and fn that keeps a value beyond the call must Retain it.
 func Sink[T any](in Stream[T], name string, fn func(ctx context.Context, v T) error) {
 	addSink(in, name, "flow.Sink", func(ctx context.Context, port stage.In[T], e stage.Envelope[T]) error {
 		err := fn(ctx, e.Value)

@@ -28,7 +28,10 @@
 // buffer). Whoever ends an element's life calls Release exactly once: a
 // filter that drops it, a sink after consuming it, or the graph when it
 // discards queued elements on cancellation. A [Map] function owns its input:
-// it must release it or carry it into its output.
+// it must release it or carry it into its output. A batch ([]T from [Batch])
+// is released member by member, so a sink of batches must not release the
+// members itself, and a graph cancelled while batches are queued or being
+// gathered releases every member.
 //
 // # Failures
 //

@@ -138,20 +138,63 @@ func Discard[T any](e Envelope[T]) {
 	e.Claim.Drop()
 }
 
-// ReleaseValue calls Release on v if its type implements [Releaser].
+// ReleaseValue calls Release on v if it is a [Releaser]; if v is a slice or
+// array (a batch), it releases every member that is one.
 func ReleaseValue[T any](v T) {
-	if r, ok := any(v).(Releaser); ok {
+	x := any(v)
+	if r, ok := x.(Releaser); ok {
 		r.Release()
+		return
+	}
+	if x != nil {
+		if k := reflect.TypeOf(x).Kind(); k == reflect.Slice || k == reflect.Array {
+			releaseMembers(reflect.ValueOf(x))
+		}
 	}
 }
 
-// MayRelease reports whether values of type T can be [Releaser]s: T
-// implements it, or T is an interface type whose dynamic values might. Graphs
-// use it to skip the per-element check for plain value types.
-func MayRelease[T any]() bool {
-	t := reflect.TypeFor[T]()
-	return t.Kind() == reflect.Interface || t.Implements(reflect.TypeFor[Releaser]())
+func releaseMembers(rv reflect.Value) {
+	for i := range rv.Len() {
+		m := rv.Index(i)
+		switch m.Kind() {
+		case reflect.Interface, reflect.Pointer, reflect.Map, reflect.Chan, reflect.Func:
+			if m.IsNil() {
+				continue
+			}
+		case reflect.Slice, reflect.Array:
+			if !m.CanInterface() {
+				continue
+			}
+			if _, ok := m.Interface().(Releaser); !ok {
+				releaseMembers(m)
+				continue
+			}
+		}
+		if m.CanInterface() {
+			if r, ok := m.Interface().(Releaser); ok {
+				r.Release()
+			}
+		}
+	}
 }
+
+// MayRelease reports whether values of type T can hold [Releaser]s: T
+// implements it, T is an interface type whose dynamic values might, or T is a
+// slice or array of such (a batch). Graphs use it to skip the per-element
+// check for plain value types.
+func MayRelease[T any]() bool { return mayRelease(reflect.TypeFor[T]()) }
+
+func mayRelease(t reflect.Type) bool {
+	switch {
+	case t.Kind() == reflect.Interface || t.Implements(releaserType):
+		return true
+	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
+		return mayRelease(t.Elem())
+	}
+	return false
+}
+
+var releaserType = reflect.TypeFor[Releaser]()
 
 // MaySize reports whether values of type T can be [Sized].
 func MaySize[T any]() bool {

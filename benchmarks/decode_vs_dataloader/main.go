@@ -121,9 +121,7 @@ func load(ctx context.Context, em *protocol.Emitter, data string, workers, batch
 	batches := flow.Via(samples, stage.Batch[*decode.Sample]("batch", batch, 0), flow.QueueSize(1))
 	collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(2))
 	flow.Sink(collated, "consume", func(ctx context.Context, b *decode.Batch) error {
-		n := len(b.Keys)
-		b.Release()
-		return em.Batch(n)
+		return em.Batch(len(b.Keys)) // the graph releases b when this returns
 	})
 	return g.Run(ctx)
 }

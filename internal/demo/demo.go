@@ -166,8 +166,7 @@ func Run(ctx context.Context, cfg Config, interval time.Duration, progress func(
 			next++
 			items++
 			nbytes += int64(cfg.ItemBytes)
-			t.Release()
-		}
+		} // the graph releases the batch's tensors when this returns
 		nbatches++
 		return nil
 	})
