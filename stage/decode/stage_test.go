@@ -98,7 +98,7 @@ func TestStageErrorNamesSample(t *testing.T) {
 	}
 	g := flow.New("test")
 	out := flow.Via(flow.FromSlice(g, "items", items), st)
-	flow.Sink(out, "sink", func(ctx context.Context, s *Sample) error { return nil } // the graph releases s)
+	flow.Sink(out, "sink", func(ctx context.Context, s *Sample) error { return nil }) // the graph releases s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = g.Run(ctx)
