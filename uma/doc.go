@@ -96,7 +96,7 @@
 //
 // The cost is one write per page plus one xxh3 pass over the chunk, below
 // the cost of a memcpy of it with the default huge-page hint (see
-// docs/bench/uma.md).
+// docs/BENCHMARKS.md, section uma).
 //
 // [UMA.Reconcile] (periodically: [UMA.RunReconciler]) checks PREEMPTIBLE
 // chunks with mincore without touching them and turns the ones the kernel
