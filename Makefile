@@ -13,7 +13,7 @@ TEST_DEBS  := libturbojpeg0 python3-pil
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: all run build test test-short vet fmt-check deps bench-deps bench clean
+.PHONY: all run build test test-short vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
 
 all: build
 
@@ -52,8 +52,27 @@ bench-deps:
 	@./scripts/apt-install.sh $(BENCH_DEBS)
 
 # Benchmarks; results and the commands that made them are in docs/BENCHMARKS.md.
-bench: bench-deps
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)
+# `make bench` runs them all (about 15 minutes); each part has its own target.
+BENCH_DATA ?= out/bench-jpeg
+bench: bench-deps bench-go bench-flow bench-source bench-loaders
+
+bench-go: bench-deps
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 60m $(PKGS)
+
+bench-flow:
+	scripts/bench-flow.sh 10
+
+bench-source: bench-deps
+	source/bench/run.sh -rounds 5
+
+# psiflow's image-folder loader against PyTorch's DataLoader, cold, unconstrained and
+# under 256 MiB and 128 MiB cgroup limits (needs root for the cgroups).
+bench-loaders: bench-deps build
+	@[ -f $(BENCH_DATA)/.complete ] || { rm -rf $(BENCH_DATA) && ./$(BIN) gen jpeg -out $(BENCH_DATA)/class0 -n 2000 && touch $(BENCH_DATA)/.complete; }
+	$(GO) build -o bin/psiflow-imagefolder ./benchmarks/loaders/psiflow-imagefolder
+	./$(BIN) bench -data $(BENCH_DATA) -limit none,256M,128M -rounds 3 -cold -timeout 5m -- \
+	  dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
+	  psiflow=bin/psiflow-imagefolder -data {data}
 
 clean:
 	rm -rf bin
