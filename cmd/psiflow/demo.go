@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/demo"
+	"github.com/psiflow/psiflow/pressure/throttle"
 )
 
 func init() {
@@ -28,16 +29,51 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	fs.IntVar(&cfg.ItemBytes, "size", cfg.ItemBytes, "bytes per sample")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "decode workers")
 	fs.IntVar(&cfg.BatchSize, "batch", cfg.BatchSize, "samples per batch")
-	fs.Int64Var(&cfg.Budget, "budget", cfg.Budget, "byte budget of the graph (bytes in flight)")
+	fs.Int64Var(&cfg.Budget, "budget", 0, "byte budget of the graph (bytes in flight); 0: a quarter of this process's cgroup memory limit (MemTotal when unlimited)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of the generated data")
 	progress := fs.Bool("progress", isTerminal(stdout), "show a live progress line (default: when stdout is a terminal)")
 	data := fs.String("data", "", "read this image folder (JPEG/PNG, e.g. from 'psiflow gen jpeg') through the real reader and decoder instead of generating samples")
 	epochs := fs.Int("epochs", 1, "with -data: passes over the folder")
+	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if err := cfg.Validate(); err != nil && cfg.Budget != 0 {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *data != "" {
+		fmt.Fprintf(stdout, "psiflow demo: %s → read → decode → Resize(256) → CenterCrop(224) → batch %d, %d decode workers\n", *data, cfg.BatchSize, cfg.Workers)
+	} else {
+		fmt.Fprintf(stdout, "psiflow demo: %d generated samples of %s → decode → batch %d → consume, %d decode workers\n",
+			cfg.Items, human(float64(cfg.ItemBytes)), cfg.BatchSize, cfg.Workers)
+	}
+	if cfg.Budget == 0 {
+		_, bytes, source, err := throttle.DefaultBudget()
+		if err != nil {
+			return err
+		}
+		cfg.Budget = bytes
+		fmt.Fprintf(stdout, "  budget: %s in flight, a quarter of the memory limit (%s)\n", human(float64(bytes)), source)
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	} else {
+		fmt.Fprintf(stdout, "  budget: %s in flight\n", human(float64(cfg.Budget)))
+	}
+	if *gated {
+		th, err := throttle.New(throttle.Config{})
+		if err != nil {
+			return err
+		}
+		cfg.Graph = demo.GraphHooks{Options: []flow.Option{th.Option()}, Run: th.Run}
+		fmt.Fprintln(stdout, "  sources gated on this cgroup's memory pressure (-pressure=false to turn off)")
+		defer func() {
+			fmt.Fprintln(stdout, "\nMemory pressure while running:")
+			_ = th.Recorder().Snapshot(time.Now()).WriteReport(stdout)
+		}()
 	}
 	var show func(demo.Snapshot)
 	if *progress {
@@ -48,28 +84,16 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 				s.Bottleneck, s.BottleneckBusyPct)
 		}
 	}
+	var sum demo.Summary
+	var err error
 	if *data != "" {
 		fc := demo.DefaultFolderConfig(*data)
-		fc.Workers, fc.BatchSize, fc.Epochs = cfg.Workers, cfg.BatchSize, *epochs
-		if budgetSet(fs) {
-			fc.Budget = cfg.Budget
-		}
+		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget, fc.Graph = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget, cfg.Graph
 		fc.ReaderInfo = func(s string) { fmt.Fprintln(stdout, "  "+s) }
-		fmt.Fprintf(stdout, "psiflow demo: %s → read → decode → Resize(%d) → CenterCrop(%d) → batch %d, %d decode workers, budget %s\n",
-			*data, fc.Resize, fc.Crop, fc.BatchSize, fc.Workers, human(float64(fc.Budget)))
-		sum, err := demo.RunFolder(ctx, fc, 250*time.Millisecond, show)
-		if *progress {
-			fmt.Fprintln(stdout)
-		}
-		printDemoSummary(stdout, sum)
-		return err
+		sum, err = demo.RunFolder(ctx, fc, 250*time.Millisecond, show)
+	} else {
+		sum, err = demo.Run(ctx, cfg, 250*time.Millisecond, show)
 	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	fmt.Fprintf(stdout, "psiflow demo: %d samples of %s, %d decode workers, batches of %d, budget %s\n",
-		cfg.Items, human(float64(cfg.ItemBytes)), cfg.Workers, cfg.BatchSize, human(float64(cfg.Budget)))
-	sum, err := demo.Run(ctx, cfg, 250*time.Millisecond, show)
 	if *progress {
 		fmt.Fprintln(stdout)
 	}
@@ -88,13 +112,6 @@ func printDemoSummary(w io.Writer, s demo.Summary) {
 			st.Name, st.Kind, st.Workers, st.ItemsIn, st.ItemsOut, human(float64(st.BytesOut)), st.Busy, st.WaitIn, st.WaitOut)
 	}
 	tw.Flush()
-}
-
-// budgetSet reports whether -budget was given on the command line.
-func budgetSet(fs *flag.FlagSet) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "budget" })
-	return set
 }
 
 // human formats a byte count with a binary unit.

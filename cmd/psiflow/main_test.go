@@ -36,7 +36,8 @@ func TestDemoSummaryTable(t *testing.T) {
 	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-items", "300", "-size", "2048", "-batch", "10", "-budget", "1000000"}); code != 0 {
 		t.Fatalf("exit %d: %s", code, out.String())
 	}
-	for _, want := range []string{"300 samples in 30 batches", "generate", "decode", "batch", "consume", "WAIT IN s"} {
+	for _, want := range []string{"300 samples in 30 batches", "generate", "decode", "batch", "consume", "WAIT IN s",
+		"sources gated on this cgroup's memory pressure", "Memory pressure while running:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -61,5 +62,15 @@ func TestDemoOverGeneratedFolder(t *testing.T) {
 	out.Reset()
 	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-data", dir + "/missing"}); code != 1 || !strings.Contains(out.String(), "missing") {
 		t.Fatalf("demo on a missing folder: exit %d: %s", code, out.String())
+	}
+}
+
+func TestDemoBudgetFromTheMemoryLimit(t *testing.T) {
+	var out bytes.Buffer
+	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-items", "50", "-size", "1024", "-pressure=false"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "a quarter of the memory limit (") || strings.Contains(out.String(), "Memory pressure while running") {
+		t.Fatalf("output:\n%s", out.String())
 	}
 }

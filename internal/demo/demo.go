@@ -30,6 +30,22 @@ type Config struct {
 	BatchSize int   // samples per batch
 	Budget    int64 // byte budget of the graph
 	Seed      uint64
+	Graph     GraphHooks
+}
+
+// GraphHooks let the caller add graph options (a pressure gate, metrics) and
+// run the graph its own way (under a pressure monitor). The zero value runs
+// the graph plainly.
+type GraphHooks struct {
+	Options []flow.Option
+	Run     func(ctx context.Context, g *flow.Graph) error
+}
+
+func (h GraphHooks) run(ctx context.Context, g *flow.Graph) error {
+	if h.Run != nil {
+		return h.Run(ctx, g)
+	}
+	return g.Run(ctx)
 }
 
 // DefaultConfig is what "make run" uses.
@@ -115,7 +131,7 @@ func Run(ctx context.Context, cfg Config, interval time.Duration, progress func(
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, err
 	}
-	g := flow.New("demo", flow.WithBudget(cfg.Budget))
+	g := flow.New("demo", append([]flow.Option{flow.WithBudget(cfg.Budget)}, cfg.Graph.Options...)...)
 	payloads := &sync.Pool{New: func() any { b := make([]byte, cfg.ItemBytes); return &b }}
 	tensors := &sync.Pool{New: func() any { v := make([]float32, cfg.ItemBytes); return &v }}
 
@@ -181,7 +197,7 @@ func Run(ctx context.Context, cfg Config, interval time.Duration, progress func(
 		snap.Bottleneck, snap.BottleneckBusyPct = bottleneck(g.Stats(), snap.Elapsed)
 		return snap
 	})
-	err := g.Run(ctx)
+	err := cfg.Graph.run(ctx, g)
 	stop()
 	sum := Summary{Items: items, Batches: nbatches, Bytes: nbytes, Elapsed: time.Since(start), Peak: g.Budget().MaxInUse(), Stages: g.Stats()}
 	if err == nil && items != int64(cfg.Items) {

@@ -27,6 +27,7 @@ type FolderConfig struct {
 	Epochs     int
 	DropCache  bool // drop each file's page cache once read
 	ReaderInfo func(string)
+	Graph      GraphHooks
 }
 
 // DefaultFolderConfig is what "make run" uses on the generated folder.
@@ -94,7 +95,7 @@ func RunFolder(ctx context.Context, cfg FolderConfig, interval time.Duration, pr
 		if err != nil {
 			return sum, err
 		}
-		g := flow.New("imagefolder", flow.WithBudget(cfg.Budget), flow.WithQueueSize(4))
+		g := flow.New("imagefolder", append([]flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(4)}, cfg.Graph.Options...)...)
 		src := flowsrc.Files(g, "read", files, source.Options{Epoch: epoch, Reader: source.ReaderOptions{DropCache: cfg.DropCache}})
 		batches := flow.Via(flow.Via(src, st), stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
 		collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(1))
@@ -108,7 +109,7 @@ func RunFolder(ctx context.Context, cfg FolderConfig, interval time.Duration, pr
 		mu.Lock()
 		current = g
 		mu.Unlock()
-		err = g.Run(ctx)
+		err = cfg.Graph.run(ctx, g)
 		mu.Lock()
 		sum.Stages = g.Stats()
 		sum.Peak = max(sum.Peak, g.Budget().MaxInUse())

@@ -180,3 +180,18 @@ func TestRunFailsWhenSourceFails(t *testing.T) {
 		t.Fatal("Run still running 30s after its cgroup was removed")
 	}
 }
+
+func TestDefaultBudgetFollowsTheMemoryLimit(t *testing.T) {
+	opt, bytes, source, err := DefaultBudget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := pressure.DefaultByteBudget(0)
+	if err != nil || bytes != want || bytes <= 0 || source == "" {
+		t.Fatalf("DefaultBudget = %d from %q; pressure says %d (%v)", bytes, source, want, err)
+	}
+	g := flow.New("t", opt)
+	if g.Budget() == nil || g.Budget().Limit() != bytes {
+		t.Fatalf("graph budget %v, want %d", g.Budget(), bytes)
+	}
+}
