@@ -1,9 +1,3 @@
-// Package demo is the synthetic pipeline behind "psiflow demo" and "make run":
-// generate → decode (CPU work) → batch → sink, with a byte budget, so the
-// launcher runs anywhere without data or devices.
-//
-// It owns only the demo graph; the stages, the budget and the metrics are
-// the real ones from packages stage and flow.
 package demo
 
 import (

@@ -1,6 +1,5 @@
 //go:build !linux
 
-// Command bench measures psiflow's readers against fio; it runs on Linux only.
 package main
 
 import (
