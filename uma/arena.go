@@ -58,6 +58,13 @@ type ArenaOptions struct {
 	// transparent huge pages: far fewer TLB misses when a re-acquire touches
 	// and hashes a whole chunk. The hint is advisory; errors are ignored.
 	NoHugePages bool
+	// Registered declares that the pool's memory will be registered with a
+	// device or an io_uring ring (see [Pool.Region]). Registration pins the
+	// pages as they are at that moment: memory given back to the kernel
+	// afterwards (MADV_FREE or MADV_DONTNEED) would be replaced by fresh pages
+	// in the process while the device kept writing into the old ones. So a
+	// registered pool is never trimmed or shed. Pools only.
+	Registered bool
 }
 
 type chunk struct {
@@ -96,6 +103,9 @@ type Arena struct {
 
 // NewArena maps size bytes for the artifact name (unique in this UMA).
 func (u *UMA) NewArena(name string, size int64, opts ArenaOptions) (*Arena, error) {
+	if opts.Registered {
+		return nil, fmt.Errorf("uma: arena %q: only pools can be registered (ArenaOptions.Registered)", name)
+	}
 	return u.newArena(name, size, opts, nil)
 }
 

@@ -906,3 +906,49 @@ func TestPool(t *testing.T) {
 	}
 	l2.Release()
 }
+
+func TestRegisteredPoolIsNeverTrimmed(t *testing.T) {
+	u := newTestUMA(t, testConfig())
+	plain, err := u.NewPool("plain", 4*u.ChunkSize(), ArenaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.Region(); err == nil {
+		t.Fatal("a pool that may be trimmed handed out its region for registration")
+	}
+	reg, err := u.NewPool("registered", 4*u.ChunkSize(), ArenaOptions{Registered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	region, err := reg.Region()
+	if err != nil || int64(len(region)) != 4*u.ChunkSize() {
+		t.Fatalf("Region() = %d bytes, %v", len(region), err)
+	}
+	l, err := reg.Alloc(context.Background(), 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := l.Bytes()
+	if unsafeAddr(b) < unsafeAddr(region) || unsafeAddr(b)+uintptr(len(b)) > unsafeAddr(region)+uintptr(len(region)) {
+		t.Fatal("allocation lies outside the registered region")
+	}
+	copy(b, "kept")
+	l.Release()
+	if n, err := reg.Trim(); n != 0 || err != nil {
+		t.Fatalf("registered pool trimmed %d bytes (%v)", n, err)
+	}
+	if n, err := plain.Trim(); n == 0 || err != nil {
+		t.Fatalf("plain pool trimmed %d bytes (%v): the control case did not trim", n, err)
+	}
+	if string(region[:4]) != "kept" {
+		t.Fatalf("registered memory changed: %q", region[:4])
+	}
+	if _, err := u.NewPool("bad", u.ChunkSize(), ArenaOptions{Registered: true, PreemptWithoutSource: true}); err == nil {
+		t.Fatal("a registered pool accepted PreemptWithoutSource")
+	}
+	if _, err := u.NewArena("bad-arena", u.ChunkSize(), ArenaOptions{Registered: true}); err == nil {
+		t.Fatal("an arena accepted Registered")
+	}
+}

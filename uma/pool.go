@@ -25,6 +25,8 @@ type Pool struct {
 	raw  int             // live AllocBytes allocations
 	used int64           // bytes allocated
 	wait chan struct{}   // closed when memory is freed
+	// registered: the memory may be registered with a device; never trimmed.
+	registered bool
 }
 
 // NewPool maps a pool of size bytes named name.
@@ -32,7 +34,10 @@ func (u *UMA) NewPool(name string, size int64, opts ArenaOptions) (*Pool, error)
 	if opts.Rehydrate != nil {
 		return nil, fmt.Errorf("uma: pool %q: pools have no re-hydrate function", name)
 	}
-	p := &Pool{live: map[int64]int64{}}
+	if opts.Registered && opts.PreemptWithoutSource {
+		return nil, fmt.Errorf("uma: pool %q: registered memory cannot be preempted (PreemptWithoutSource)", name)
+	}
+	p := &Pool{live: map[int64]int64{}, registered: opts.Registered}
 	a, err := u.newArena(name, size, opts, p)
 	if err != nil {
 		return nil, err
@@ -40,6 +45,18 @@ func (u *UMA) NewPool(name string, size int64, opts ArenaOptions) (*Pool, error)
 	p.a = a
 	p.free = []extent{{0, a.size / poolAlign * poolAlign}}
 	return p, nil
+}
+
+// Region returns the pool's whole memory, for registration with a device or
+// an io_uring ring (IORING_REGISTER_BUFFERS). Every buffer the pool hands
+// out lies inside it. Only a pool made with ArenaOptions.Registered has one:
+// any other pool may give its memory back to the kernel, which would break
+// a registration.
+func (p *Pool) Region() ([]byte, error) {
+	if !p.registered {
+		return nil, fmt.Errorf("uma: pool %q was not made with ArenaOptions.Registered: its memory may be trimmed, so it must not be registered", p.a.name)
+	}
+	return p.a.mem[:p.a.size:p.a.size], nil
 }
 
 // Arena is the pool's arena (for its ledger records and Close).
@@ -238,7 +255,7 @@ func (p *Pool) FreeBytes(b []byte) error {
 // (MADV_DONTNEED where MADV_FREE is refused) on every chunk without live
 // allocations; they become EVICTED and are zeroed when allocated again
 // (the zeroing write also cancels a pending lazy free). It returns the bytes
-// trimmed.
+// trimmed. A registered pool (ArenaOptions.Registered) is never trimmed.
 func (p *Pool) Trim() (int64, error) {
 	a := p.a
 	u := a.u
@@ -246,6 +263,9 @@ func (p *Pool) Trim() (int64, error) {
 	defer u.mu.Unlock()
 	if err := a.checkOpenLocked("trim"); err != nil {
 		return 0, err
+	}
+	if p.registered {
+		return 0, nil // registered memory must stay where the device pinned it
 	}
 	var n int64
 	var errs []error

@@ -32,7 +32,9 @@ func TestPressureWatch(t *testing.T) {
 		want []string
 	}{
 		{"own cgroup", []string{"--duration", "700ms", "--interval", "200ms"}, 0,
-			[]string{"watching memory pressure of this process", "status level=normal", "permits=64/64", "Pressure level distribution"}},
+			// Not level=normal: other tests on this machine may make real
+			// pressure while this runs; the stream's shape is what is checked.
+			[]string{"watching memory pressure of this process", "status level=", "/64", "Pressure level distribution"}},
 		{"named cgroup, polling", []string{"--cgroup", g.Name(), "--no-triggers", "--no-vmpressure", "--duration", "500ms", "--interval", "100ms"}, 0,
 			[]string{"cgroup " + g.Name(), "psi poller every 100ms", "not used: psi-trigger: disabled", "not used: vmpressure: disabled"}},
 		{"custom trigger", []string{"--trigger", "full 200000 4000000", "--duration", "300ms"}, 0,

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -10,8 +11,10 @@ import (
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
+	"github.com/psiflow/psiflow/source/umabuf"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/uma"
 )
 
 // FolderConfig sizes the image-folder pipeline: read (io_uring, or pread
@@ -28,15 +31,19 @@ type FolderConfig struct {
 	DropCache  bool // drop each file's page cache once read
 	ReaderInfo func(string)
 	Graph      GraphHooks
+	// ReadBuffers is the size of the UMA pool the reader reads into,
+	// registered once with every io_uring ring; 0 uses package source's own
+	// buffer pool instead of UMA.
+	ReadBuffers int64
 }
 
 // DefaultFolderConfig is what "make run" uses on the generated folder.
 func DefaultFolderConfig(dir string) FolderConfig {
-	return FolderConfig{Dir: dir, Workers: runtime.GOMAXPROCS(0), BatchSize: 64, Resize: 256, Crop: 224, Budget: 32 << 20, Epochs: 1, DropCache: true}
+	return FolderConfig{Dir: dir, Workers: runtime.GOMAXPROCS(0), BatchSize: 64, Resize: 256, Crop: 224, Budget: 32 << 20, Epochs: 1, DropCache: true, ReadBuffers: 64 << 20}
 }
 
 // RunFolder runs the image-folder pipeline once per epoch; progress works as in [Run].
-func RunFolder(ctx context.Context, cfg FolderConfig, interval time.Duration, progress func(Snapshot)) (Summary, error) {
+func RunFolder(ctx context.Context, cfg FolderConfig, interval time.Duration, progress func(Snapshot)) (_ Summary, err error) {
 	if cfg.Workers < 1 || cfg.BatchSize < 1 || cfg.Epochs < 1 || cfg.Budget <= 0 {
 		return Summary{}, fmt.Errorf("workers %d, batch %d, epochs %d, budget %d: all must be positive", cfg.Workers, cfg.BatchSize, cfg.Epochs, cfg.Budget)
 	}
@@ -59,6 +66,30 @@ func RunFolder(ctx context.Context, cfg FolderConfig, interval time.Duration, pr
 			cfg.ReaderInfo(fmt.Sprintf("JPEG decoder: Go standard library (%v)", why))
 		} else {
 			cfg.ReaderInfo("JPEG decoder: libjpeg-turbo")
+		}
+	}
+	var bufs source.BufferProvider
+	if cfg.ReadBuffers > 0 {
+		u, err := uma.New(uma.Config{})
+		if err != nil {
+			return Summary{}, err
+		}
+		pool, err := u.NewPool("read-buffers", cfg.ReadBuffers, uma.ArenaOptions{Registered: true})
+		if err != nil {
+			u.Close()
+			return Summary{}, err
+		}
+		if bufs, err = umabuf.New(pool); err != nil {
+			pool.Close()
+			u.Close()
+			return Summary{}, err
+		}
+		defer func() {
+			// Close fails if any lease is still out: a leak would surface here.
+			err = errors.Join(err, pool.Close(), u.Close())
+		}()
+		if cfg.ReaderInfo != nil {
+			cfg.ReaderInfo(fmt.Sprintf("read buffers: a %d MiB UMA pool registered with the rings", cfg.ReadBuffers>>20))
 		}
 	}
 	var sum Summary
@@ -96,7 +127,7 @@ func RunFolder(ctx context.Context, cfg FolderConfig, interval time.Duration, pr
 			return sum, err
 		}
 		g := flow.New("imagefolder", append([]flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(4)}, cfg.Graph.Options...)...)
-		src := flowsrc.Files(g, "read", files, source.Options{Epoch: epoch, Reader: source.ReaderOptions{DropCache: cfg.DropCache}})
+		src := flowsrc.Files(g, "read", files, source.Options{Epoch: epoch, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache}})
 		batches := flow.Via(flow.Via(src, st), stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
 		collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(1))
 		flow.Sink(collated, "consume", func(_ context.Context, b *decode.Batch) error {
