@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/demo"
 	"github.com/psiflow/psiflow/pressure/throttle"
@@ -34,6 +36,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	progress := fs.Bool("progress", isTerminal(stdout), "show a live progress line (default: when stdout is a terminal)")
 	data := fs.String("data", "", "read this image folder (JPEG/PNG, e.g. from 'psiflow gen jpeg') through the real reader and decoder instead of generating samples")
 	epochs := fs.Int("epochs", 1, "with -data: passes over the folder")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -63,12 +66,23 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	} else {
 		fmt.Fprintf(stdout, "  budget: %s in flight\n", human(float64(cfg.Budget)))
 	}
-	if *gated {
-		th, err := throttle.New(throttle.Config{})
+	reg := prometheus.NewRegistry()
+	cfg.Graph.Options = append(cfg.Graph.Options, flow.WithRegistry(reg))
+	if *metricsAddr != "" {
+		ms, err := serveMetrics(*metricsAddr, reg)
 		if err != nil {
 			return err
 		}
-		cfg.Graph = demo.GraphHooks{Options: []flow.Option{th.Option()}, Run: th.Run}
+		fmt.Fprintf(stdout, "  metrics: %s\n", ms.URL())
+		defer ms.Close()
+	}
+	if *gated {
+		th, err := throttle.New(throttle.Config{Registerer: reg})
+		if err != nil {
+			return err
+		}
+		cfg.Graph.Options = append(cfg.Graph.Options, th.Option())
+		cfg.Graph.Run = th.Run
 		fmt.Fprintln(stdout, "  sources gated on this cgroup's memory pressure (-pressure=false to turn off)")
 		defer func() {
 			fmt.Fprintln(stdout, "\nMemory pressure while running:")

@@ -3,8 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/psiflow/psiflow/flow"
 )
 
 func TestDispatch(t *testing.T) {
@@ -72,5 +78,31 @@ func TestDemoBudgetFromTheMemoryLimit(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "a quarter of the memory limit (") || strings.Contains(out.String(), "Memory pressure while running") {
 		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+func TestMetricsEndpointServesGraphMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := flow.New("scraped", flow.WithBudget(1<<20))
+	flow.Collect(flow.FromSlice(g, "src", []int{1, 2, 3}), "sink", new([]int))
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(g.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := serveMetrics("127.0.0.1:0", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	resp, err := http.Get(ms.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `psiflow_stage_items_out_total{graph="scraped",kind="source",stage="src"} 3`) {
+		t.Fatalf("scrape of %s:\n%s", ms.URL(), body)
 	}
 }
