@@ -1,0 +1,67 @@
+package flowsrc_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/pressure/throttle"
+	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/source/flowsrc"
+	"github.com/psiflow/psiflow/stage"
+	"github.com/psiflow/psiflow/stage/decode"
+)
+
+// The README's image-folder loader: read through io_uring (pread where it is
+// unavailable), decode with libjpeg-turbo, Resize(256) + CenterCrop(224),
+// batch and collate, with the budget sized from the cgroup memory limit and
+// the source gated on the cgroup's memory pressure. (Compiled, not run: it
+// needs a folder of JPEGs.)
+func Example_imageFolder() {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	th, err := throttle.New(throttle.Config{Registerer: reg})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	budget, _, _, err := throttle.DefaultBudget()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	g := flow.New("train", budget, th.Option(), flow.WithRegistry(reg))
+
+	files, err := source.Dir("/data/imagenet/train", ".JPEG")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	samples := flowsrc.Files(g, "read", files, source.Options{Shuffle: true, Seed: 1})
+	dec, err := decode.NewDecoder(decode.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer dec.Close()
+	decoded, err := decode.NewStage("decode", dec, decode.StageConfig{
+		Workers:   runtime.NumCPU(),
+		Transform: decode.Transform{Resize: 256, CenterCrop: 224, Layout: decode.CHW},
+	}, func(s *source.Sample) decode.Encoded { return decode.Encoded{Key: s.Key, Data: s.Fields[0].Data} })
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	images := flow.Via(samples, decoded)
+	batches := flow.Via(flow.Via(images, stage.Batch[*decode.Sample]("batch", 64, 0)), decode.Collate("collate"))
+	flow.Sink(batches, "train", func(ctx context.Context, b *decode.Batch) error {
+		_ = b.Tensor // hand the [64, 3, 224, 224] uint8 tensor to the training step
+		return nil
+	})
+	if err := th.Run(ctx, g); err != nil {
+		fmt.Println(err)
+	}
+}
