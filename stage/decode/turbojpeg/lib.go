@@ -37,11 +37,15 @@ type Lib struct {
 	api     string
 	factors []ScalingFactor
 
-	initDecompress   func() uintptr
-	destroy          func(h uintptr) int32
-	decompressHeader func(h uintptr, buf *byte, size uint64, w, ht, subsamp, cs *int32) int32
-	decompress2      func(h uintptr, buf *byte, size uint64, dst *byte, w, pitch, ht, pf, flags int32) int32
-	errorStr2        func(h uintptr) string
+	initDecompress func() uintptr
+	destroy        func(h uintptr) int32
+	errorStr2      func(h uintptr) string
+
+	// The per-image calls go through purego.SyscallN on the raw symbol
+	// addresses: RegisterLibFunc's reflection-based wrappers allocate on
+	// every call (≈ 6 allocations each), SyscallN does not.
+	decompressHeader uintptr // tjDecompressHeader3
+	decompress2      uintptr // tjDecompress2
 }
 
 var (
@@ -113,14 +117,25 @@ func bind(h uintptr, name string) (*Lib, error) {
 	}{
 		{&l.initDecompress, "tjInitDecompress"},
 		{&l.destroy, "tjDestroy"},
-		{&l.decompressHeader, "tjDecompressHeader3"},
-		{&l.decompress2, "tjDecompress2"},
 		{&l.errorStr2, "tjGetErrorStr2"}, // TurboJPEG ≥ 2.0
 		{&getScalingFactors, "tjGetScalingFactors"},
 	} {
 		if err := register(s.fptr, h, s.name); err != nil {
 			return nil, err
 		}
+	}
+	for _, s := range []struct {
+		p    *uintptr
+		name string
+	}{
+		{&l.decompressHeader, "tjDecompressHeader3"},
+		{&l.decompress2, "tjDecompress2"},
+	} {
+		p, err := purego.Dlsym(h, s.name)
+		if err != nil || p == 0 {
+			return nil, fmt.Errorf("symbol %s: %v", s.name, err)
+		}
+		*s.p = p
 	}
 	if _, err := purego.Dlsym(h, "tj3Init"); err == nil {
 		l.api = "TurboJPEG 3.x API"
@@ -194,9 +209,38 @@ func (l *Lib) ScaledSize(w, h int, f ScalingFactor) (int, int) {
 type Decompressor struct {
 	lib *Lib
 	h   uintptr
-	// out-parameters kept on the heap so calls do not allocate
+	// out-parameters of tjDecompressHeader3, kept in the (heap-allocated)
+	// handle so that passing their addresses to C allocates nothing
 	w, ht, subsamp, cs int32
-	cleanup            runtime.Cleanup
+	// args is the argument block of the per-image C calls and pin holds the
+	// buffers they read or write; see [Decompressor.call].
+	args    [9]uintptr
+	pin     [2]unsafe.Pointer
+	cleanup runtime.Cleanup
+}
+
+// call calls the C function fn with the first n words of d.args and returns
+// its int result; d.pin must hold every Go buffer whose address is in d.args.
+//
+// It allocates nothing, which is why it exists: RegisterLibFunc's
+// reflection-based wrappers allocate several times per call, and so does
+// purego.SyscallN given a list of arguments (it is go:uintptrescapes, so the
+// implicit argument slice escapes). Handing SyscallN a slice of d.args, which
+// lives in the heap-allocated handle, escapes nothing new.
+//
+// This steps outside unsafe.Pointer rule 4 (conversion to uintptr in the
+// call expression) deliberately, and is sound for these reasons: storing the
+// buffers' addresses as unsafe.Pointers in d.pin makes escape analysis put
+// them on the heap (callers' buffers included), Go's heap objects never move,
+// and d.pin keeps them alive until the call returns, when both blocks are
+// cleared so the handle retains nothing. The out-parameters are fields of d,
+// which the caller keeps alive. unsigned long is pointer-sized on every
+// platform this file builds for, so sizes go in one word.
+func (d *Decompressor) call(fn uintptr, n int) int32 {
+	r1, _, _ := purego.SyscallN(fn, d.args[:n]...)
+	d.args = [len(d.args)]uintptr{}
+	d.pin = [len(d.pin)]unsafe.Pointer{}
+	return int32(r1) // C int: the upper half of the register is undefined
 }
 
 // NewDecompressor returns a new handle; Close it when done (a handle that
@@ -252,7 +296,14 @@ func (d *Decompressor) Header(data []byte) (Header, error) {
 		return Header{}, errors.New("turbojpeg: empty data")
 	}
 	d.w, d.ht, d.subsamp, d.cs = 0, 0, -1, -1
-	if rc := d.lib.decompressHeader(d.h, &data[0], uint64(len(data)), &d.w, &d.ht, &d.subsamp, &d.cs); rc != 0 {
+	// int tjDecompressHeader3(tjhandle, const unsigned char *jpegBuf,
+	//   unsigned long jpegSize, int *width, int *height, int *jpegSubsamp,
+	//   int *jpegColorspace)
+	d.pin[0] = unsafe.Pointer(&data[0])
+	d.args = [len(d.args)]uintptr{d.h, uintptr(d.pin[0]), uintptr(len(data)),
+		uintptr(unsafe.Pointer(&d.w)), uintptr(unsafe.Pointer(&d.ht)),
+		uintptr(unsafe.Pointer(&d.subsamp)), uintptr(unsafe.Pointer(&d.cs))}
+	if rc := d.call(d.lib.decompressHeader, 7); rc != 0 {
 		return Header{}, d.err("reading header")
 	}
 	if d.w <= 0 || d.ht <= 0 {
@@ -288,8 +339,14 @@ func (d *Decompressor) Decompress(data []byte, hdr Header, f ScalingFactor, pf P
 	if len(dst) < need {
 		return fmt.Errorf("turbojpeg: destination holds %d bytes, %d×%d×%d needs %d", len(dst), w, h, ch, need)
 	}
-	rc := d.lib.decompress2(d.h, &data[0], uint64(len(data)), &dst[0], int32(w), int32(w*ch), int32(h), int32(pf), int32(flags|FlagStopOnWarning))
-	if rc != 0 {
+	// int tjDecompress2(tjhandle, const unsigned char *jpegBuf,
+	//   unsigned long jpegSize, unsigned char *dstBuf, int width, int pitch,
+	//   int height, int pixelFormat, int flags); the sizes are positive
+	// (checked above) and the C side reads the low 32 bits of each int.
+	d.pin[0], d.pin[1] = unsafe.Pointer(&data[0]), unsafe.Pointer(&dst[0])
+	d.args = [len(d.args)]uintptr{d.h, uintptr(d.pin[0]), uintptr(len(data)), uintptr(d.pin[1]),
+		uintptr(w), uintptr(w * ch), uintptr(h), uintptr(uint32(pf)), uintptr(uint32(flags | FlagStopOnWarning))}
+	if rc := d.call(d.lib.decompress2, 9); rc != 0 {
 		return d.err("decompressing")
 	}
 	return nil
