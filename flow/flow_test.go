@@ -573,3 +573,19 @@ func TestCancelledGraphReleasesBatchMembers(t *testing.T) {
 		t.Fatalf("%d batch members never released", l)
 	}
 }
+
+func TestBadOptionsAreReported(t *testing.T) {
+	for _, tc := range []struct {
+		opt  flow.Option
+		want string
+	}{
+		{flow.WithBudget(0), "byte budget of 0 bytes: must be positive"},
+		{flow.WithQueueSize(0), "queue size 0 must be at least 1"},
+	} {
+		g := flow.New("g", tc.opt)
+		flow.Collect(flow.FromSlice(g, "src", ints(3)), "sink", new([]int))
+		if err := g.Run(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run returned %v; want %q", err, tc.want)
+		}
+	}
+}

@@ -59,8 +59,15 @@ type edgeInfo struct {
 type Option func(*Graph)
 
 // WithBudget limits the graph's bytes in flight to a new budget of limit bytes.
+// A limit that is not positive is reported by Run.
 func WithBudget(limit int64) Option {
-	return func(g *Graph) { g.budget = NewBudget(limit) }
+	return func(g *Graph) {
+		if limit <= 0 {
+			g.buildErr = append(g.buildErr, fmt.Errorf("graph %q: byte budget of %d bytes: must be positive", g.name, limit))
+			return
+		}
+		g.budget = NewBudget(limit)
+	}
 }
 
 // WithSharedBudget makes the graph draw on b, which other graphs may share.
