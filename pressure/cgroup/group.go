@@ -76,6 +76,24 @@ func (g *Group) dirs() []string {
 	return out
 }
 
+// readInt reads a file holding one integer (v2file on v2, v1ctl/v1file on v1),
+// with errors that name the group and the file.
+func (g *Group) readInt(v2file, v1ctl, v1file string) (int64, error) {
+	p, _, err := g.file(v2file, v1ctl, v1file)
+	if err != nil {
+		return 0, err
+	}
+	s, err := readFile(p)
+	if err != nil {
+		return 0, fmt.Errorf("cgroup %s: %w", g.name, err)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cgroup %s: %s: %w", g.name, p, err)
+	}
+	return v, nil
+}
+
 // file returns the path of the first interface file that exists: the v2 file in the
 // cgroup2 directory, else the v1 file in the controller's v1 directory. v2file or v1file
 // may be empty when a layout has no such file.

@@ -69,19 +69,7 @@ func (g *Group) MemoryLimit() (bytes int64, limited bool, err error) {
 // MemoryCurrent returns the bytes charged to the group now (memory.current on v2,
 // memory.usage_in_bytes on v1; both include page cache).
 func (g *Group) MemoryCurrent() (int64, error) {
-	p, _, err := g.file("memory.current", "memory", "memory.usage_in_bytes")
-	if err != nil {
-		return 0, err
-	}
-	s, err := readFile(p)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup %s: %w", g.name, err)
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup %s: %s: %w", g.name, p, err)
-	}
-	return v, nil
+	return g.readInt("memory.current", "memory", "memory.usage_in_bytes")
 }
 
 // MemoryEvents counts memory events of a group since it was created. On v2 the fields

@@ -25,19 +25,7 @@ func (g *Group) SetPidsMax(n int64) error {
 
 // PidsCurrent returns the number of tasks in the group (pids.current).
 func (g *Group) PidsCurrent() (int64, error) {
-	p, _, err := g.file("pids.current", "pids", "pids.current")
-	if err != nil {
-		return 0, err
-	}
-	s, err := readFile(p)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup %s: %w", g.name, err)
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup %s: %s: %w", g.name, p, err)
-	}
-	return v, nil
+	return g.readInt("pids.current", "pids", "pids.current")
 }
 
 // PidsEvents returns how many times a fork or clone in the group failed on pids.max
