@@ -33,6 +33,21 @@ func jitter(i int) {
 	}
 }
 
+// runWithin runs g and returns its error, failing the test if Run has not
+// returned within a generous deadline (what names the situation in the message).
+func runWithin(t *testing.T, g *flow.Graph, ctx context.Context, what string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return %s", what)
+		return nil
+	}
+}
+
 func TestMapStagesKeepOrFreeOrder(t *testing.T) {
 	double := func(_ context.Context, v int) (int, error) { jitter(v); return 2 * v, nil }
 	tests := []struct {
@@ -173,14 +188,7 @@ func TestErrorFromAnyStageCancelsGraph(t *testing.T) {
 			}))
 			flow.Sink(s, "sink", func(_ context.Context, v int) error { return check("sink", v) })
 
-			done := make(chan error, 1)
-			go func() { done <- g.Run(context.Background()) }()
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				t.Fatal("Run did not return after a stage failed")
-			}
+			err := runWithin(t, g, context.Background(), "after a stage failed")
 			var se *flow.StageError
 			if !errors.As(err, &se) || se.Stage != at || !errors.Is(err, errBoom) {
 				t.Fatalf("Run returned %v; want a StageError from %q wrapping boom", err, at)
@@ -254,15 +262,8 @@ func TestCancellationStopsPromptly(t *testing.T) {
 				}
 				return nil
 			})
-			done := make(chan error, 1)
-			go func() { done <- g.Run(ctx) }()
-			select {
-			case err := <-done:
-				if !errors.Is(err, context.Canceled) {
-					t.Fatalf("Run returned %v; want context.Canceled", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("Run did not return after cancel")
+			if err := runWithin(t, g, ctx, "after cancel"); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Run returned %v; want context.Canceled", err)
 			}
 			if n := g.Budget().InUse(); n != 0 {
 				t.Fatalf("budget in use after cancel: %d", n)

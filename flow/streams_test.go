@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/reugn/go-streams/extension"
 	gsflow "github.com/reugn/go-streams/flow"
@@ -106,14 +105,7 @@ func TestGoStreamsCancelDrains(t *testing.T) {
 		}
 		return nil
 	})
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Run returned %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return")
+	if err := runWithin(t, g, ctx, "after cancel"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
 	}
 }
