@@ -13,7 +13,7 @@ TEST_DEBS  := libturbojpeg0 python3-pil
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: all run build test test-short vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
+.PHONY: all run build test test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
 
 all: build
 
@@ -31,11 +31,17 @@ run: deps build
 	./$(BIN) demo -data $(DEMO_DATA) -epochs 2
 
 # All tests: gofmt check, go vet, every test with the race detector and shuffled order.
-test: deps fmt-check vet
+test: deps tracked-check fmt-check vet
 	$(GO) test -race -shuffle=on -timeout 9m $(PKGS)
 
 test-short: fmt-check vet
 	$(GO) test -short -timeout 5m $(PKGS)
+
+# No tracked file may be a built binary or larger than 1 MiB: generated data and
+# programs are made by scripts, never committed.
+tracked-check:
+	@bad=$$(git ls-files -z 2>/dev/null | xargs -0 -r sh -c 'for f; do [ -f "$$f" ] || continue; if [ $$(stat -c %s "$$f") -gt 1048576 ] || head -c 4 "$$f" | grep -q "ELF"; then echo "$$f"; fi; done' sh); \
+	if [ -n "$$bad" ]; then echo "tracked files that must not be committed (binary or > 1 MiB):"; echo "$$bad"; exit 1; fi
 
 vet:
 	$(GO) vet $(PKGS)
@@ -63,13 +69,13 @@ bench-flow:
 	scripts/bench-flow.sh 10
 
 bench-source: bench-deps
-	source/bench/run.sh -rounds 5
+	cmd/source-bench/run.sh -rounds 5
 
 # psiflow's image-folder loader against PyTorch's DataLoader, cold, unconstrained and
 # under 256 MiB and 128 MiB cgroup limits (needs root for the cgroups).
 bench-loaders: bench-deps build
 	@[ -f $(BENCH_DATA)/.complete ] || { rm -rf $(BENCH_DATA) && ./$(BIN) gen jpeg -out $(BENCH_DATA)/class0 -n 2000 && touch $(BENCH_DATA)/.complete; }
-	$(GO) build -o bin/psiflow-imagefolder ./benchmarks/loaders/psiflow-imagefolder
+	$(GO) build -o bin/psiflow-imagefolder ./cmd/psiflow-imagefolder
 	./$(BIN) bench -data $(BENCH_DATA) -limit none,256M,128M -rounds 3 -cold -timeout 5m -- \
 	  dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
 	  psiflow=bin/psiflow-imagefolder -data {data}

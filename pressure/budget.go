@@ -3,7 +3,7 @@ package pressure
 import (
 	"fmt"
 
-	"github.com/psiflow/psiflow/pressure/cgroup"
+	"github.com/psiflow/psiflow/cgroup"
 )
 
 // DefaultBudgetFraction is the share of the process's effective memory limit that a

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/psiflow/psiflow/pressure/cgroup"
+	"github.com/psiflow/psiflow/cgroup"
 )
 
 func TestByteBudget(t *testing.T) {

@@ -25,8 +25,8 @@
 // # What it does not own
 //
 // Graphs: the throttle stage that plugs the gate into a flow graph lives in
-// pressure/throttle. cgroup control (creating groups, limits, the byte budget of a
-// graph) lives in pressure/cgroup and budget.go. Shedding itself (UMA eviction,
+// flow/throttle. cgroup control (creating groups, limits, the byte budget of a
+// graph) lives in package cgroup and budget.go. Shedding itself (UMA eviction,
 // page-cache drop, pool shrink) belongs to whoever registers a shed callback with
 // [Gate.OnShed].
 //

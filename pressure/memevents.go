@@ -18,7 +18,7 @@ type MemoryCounts struct {
 type MemoryEventsConfig struct {
 	// Name names the cgroup in events and errors.
 	Name string
-	// Read returns the current counters, e.g. from pressure/cgroup's Group.MemoryEvents.
+	// Read returns the current counters, e.g. from package cgroup's Group.MemoryEvents.
 	Read func() (MemoryCounts, error)
 	// Interval between reads; at least MinPollInterval (default 250ms).
 	Interval time.Duration

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/psiflow/psiflow/pressure/cgroup"
+	"github.com/psiflow/psiflow/cgroup"
 )
 
 // DefaultTriggers are armed by [Open] when none are given: "some 100000 2000000"

@@ -108,7 +108,7 @@
 //
 // [New] checks that Config.StableBytes fits in the memory limit (the
 // smallest cgroup limit of this process, else MemTotal, through
-// pressure/cgroup) minus Config.PinnedPoolBytes, and shows all the numbers
+// package cgroup) minus Config.PinnedPoolBytes, and shows all the numbers
 // when it does not. With Config.Registerer set, the psiflow_uma_* metrics
 // are registered: stable_bytes{state=total|used},
 // preemptible_bytes{state=total|marked}, faults_total, faults_per_second,

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/psiflow/psiflow/pressure/cgroup"
+	"github.com/psiflow/psiflow/cgroup"
 	"golang.org/x/sys/unix"
 )
 

@@ -4,7 +4,7 @@
 Loads an image folder the way a typical training script does:
 ImageFolder + Resize(256) + CenterCrop(224) + PILToTensor, batched by a
 DataLoader with worker processes, and reports progress in the harness's
-JSON-lines protocol on standard output (package benchmarks/protocol):
+JSON-lines protocol on standard output (package internal/harness/protocol):
 
     {"event":"batch","n":64,"t":1.234}    after each batch reaches this loop
     {"event":"done","samples":2000,"t":9.8}

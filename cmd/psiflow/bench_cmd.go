@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/psiflow/psiflow/benchmarks/harness"
-	"github.com/psiflow/psiflow/pressure/cgroup"
+	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/harness"
 )
 
 func init() {
@@ -32,7 +32,7 @@ prints a Markdown table: samples/s (after -warmup batches), p50/p99 batch gaps,
 cgroup peak memory, OOM kills, and ratios to the baseline (the first loader unless
 -baseline). Each round runs every loader once, in reverse order on odd rounds.
 
-Loaders print JSON lines on stdout (see package benchmarks/protocol):
+Loaders print JSON lines on stdout (see package internal/harness/protocol):
   {"event":"batch","n":64,"t":1.23}   per batch delivered (t: seconds since start)
   {"event":"done","samples":2000,"t":9.8}
 "{data}" in a loader's arguments is replaced by -data. Loaders on the command line
@@ -48,7 +48,7 @@ Creating cgroups needs root (or a delegated cgroup subtree). Groups are named
 psiflow/bench-<loader>-<n>-<pid>; those of a bench that was killed are swept at start.
 
 Example (the DataLoader against psiflow, unconstrained and at 256 MiB, cold):
-  go build -o bin/psiflow-imagefolder ./benchmarks/loaders/psiflow-imagefolder
+  go build -o bin/psiflow-imagefolder ./cmd/psiflow-imagefolder
   psiflow bench -data /tmp/imgs -limit none,256M -rounds 3 -cold -timeout 5m -- \
     dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
     psiflow=bin/psiflow-imagefolder -data {data}

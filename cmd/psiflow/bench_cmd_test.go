@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/psiflow/psiflow/benchmarks/harness"
+	"github.com/psiflow/psiflow/internal/harness"
 )
 
 func TestBenchLoaders(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/psiflow/psiflow/pressure/cgroup"
+	"github.com/psiflow/psiflow/cgroup"
 )
 
 func init() {

@@ -12,8 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/demo"
-	"github.com/psiflow/psiflow/pressure/throttle"
+	"github.com/psiflow/psiflow/pipelines/imagefolder"
 )
 
 func init() {
@@ -101,10 +102,13 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	var sum demo.Summary
 	var err error
 	if *data != "" {
-		fc := demo.DefaultFolderConfig(*data)
-		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget, fc.Graph = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget, cfg.Graph
-		fc.ReaderInfo = func(s string) { fmt.Fprintln(stdout, "  "+s) }
-		sum, err = demo.RunFolder(ctx, fc, 250*time.Millisecond, show)
+		fc := imagefolder.DefaultConfig(*data)
+		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
+		sum, err = imagefolder.Run(ctx, fc, imagefolder.Hooks{
+			Options: cfg.Graph.Options, Run: cfg.Graph.Run,
+			Info:     func(s string) { fmt.Fprintln(stdout, "  "+s) },
+			Progress: show, Interval: 250 * time.Millisecond,
+		})
 	} else {
 		sum, err = demo.Run(ctx, cfg, 250*time.Millisecond, show)
 	}

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/pressure"
-	"github.com/psiflow/psiflow/pressure/cgroup"
 )
 
 // Host rows of "psiflow doctor": cgroups (100s), pressure signals (200s), memory

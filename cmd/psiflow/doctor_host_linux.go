@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/psiflow/psiflow/pressure/cgroup"
+	"github.com/psiflow/psiflow/cgroup"
 )
 
 // Capability bits (linux/capability.h).

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/psiflow/psiflow/pressure/cgroup"
+	"github.com/psiflow/psiflow/cgroup"
 )
 
 // doctorRows runs "psiflow doctor" and returns its rows by feature name.

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/pressure"
-	"github.com/psiflow/psiflow/pressure/cgroup"
 )
 
 func init() {

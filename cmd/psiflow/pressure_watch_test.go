@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/psiflow/psiflow/pressure/cgroup"
+	"github.com/psiflow/psiflow/cgroup"
 )
 
 func TestPressureWatch(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/stage"
 )
 
@@ -98,30 +99,16 @@ func (t *tensor) Release() {
 	}
 }
 
-// Summary is the result of a run.
-type Summary struct {
-	Items   int64
-	Batches int64
-	Bytes   int64 // payload bytes decoded
-	Elapsed time.Duration
-	Peak    int64 // most budget bytes in use at once
-	Stages  []flow.StageStats
-}
+// Summary is the result of a run (shared by every shipped pipeline).
+type Summary = progress.Summary
 
 // Snapshot is a live view for progress displays.
-type Snapshot struct {
-	Items, Bytes      int64
-	BudgetInUse       int64
-	BudgetLimit       int64
-	Elapsed           time.Duration
-	Bottleneck        string  // the stage with the most busy time per worker
-	BottleneckBusyPct float64 // its busy share of wall time per worker
-}
+type Snapshot = progress.Snapshot
 
-// Run builds and runs the demo graph. progress, if not nil, is called about
+// Run builds and runs the demo graph. show, if not nil, is called about
 // every interval with a snapshot, from another goroutine that ends before Run
 // returns.
-func Run(ctx context.Context, cfg Config, interval time.Duration, progress func(Snapshot)) (Summary, error) {
+func Run(ctx context.Context, cfg Config, interval time.Duration, show func(Snapshot)) (Summary, error) {
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, err
 	}
@@ -182,13 +169,12 @@ func Run(ctx context.Context, cfg Config, interval time.Duration, progress func(
 	})
 
 	start := time.Now()
-	stop := reportProgress(interval, progress, func() Snapshot {
+	stop := progress.Report(interval, show, func() Snapshot {
 		mu.Lock()
 		snap := Snapshot{Items: items, Bytes: nbytes}
 		mu.Unlock()
 		snap.Elapsed = time.Since(start)
-		snap.BudgetInUse, snap.BudgetLimit = g.Budget().InUse(), g.Budget().Limit()
-		snap.Bottleneck, snap.BottleneckBusyPct = bottleneck(g.Stats(), snap.Elapsed)
+		snap.Observe(g)
 		return snap
 	})
 	err := cfg.Graph.run(ctx, g)
@@ -198,45 +184,4 @@ func Run(ctx context.Context, cfg Config, interval time.Duration, progress func(
 		err = errors.New("demo: fewer samples arrived than were generated")
 	}
 	return sum, err
-}
-
-// reportProgress calls progress with snapshot() every interval from a
-// goroutine of its own, until the returned stop is called; stop waits for the
-// goroutine to end. With a nil progress or no interval it does nothing.
-func reportProgress(interval time.Duration, progress func(Snapshot), snapshot func() Snapshot) (stop func()) {
-	if progress == nil || interval <= 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				progress(snapshot())
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
-
-// bottleneck names the stage whose workers were busy the largest share of the time.
-func bottleneck(stats []flow.StageStats, elapsed time.Duration) (string, float64) {
-	best, share := "", 0.0
-	for _, s := range stats {
-		if s.Workers < 1 || elapsed <= 0 {
-			continue
-		}
-		p := 100 * s.Busy / (elapsed.Seconds() * float64(s.Workers))
-		if p > share {
-			best, share = s.Name, p
-		}
-	}
-	return best, share
 }

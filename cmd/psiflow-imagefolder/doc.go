@@ -1,0 +1,17 @@
+// Command psiflow-imagefolder loads an image folder with psiflow the way
+// benchmarks/peers/dataloader.py loads it with PyTorch: ImageFolder layout
+// (DATA/<class>/<image>), read → decode → Resize(256) → CenterCrop(224) → uint8 CHW
+// tensors → batches of 64, and reports progress in the JSON-lines protocol of package
+// github.com/psiflow/psiflow/internal/harness/protocol on standard output.
+//
+// The graph: a file source (package source's io_uring reader or pread fallback,
+// admitted by the graph's byte budget), the decode stage (TurboJPEG when available) with
+// -workers goroutines, stage.Batch and decode.Collate into one contiguous tensor per
+// batch, and a sink that counts batches. With -drop-cache (the default) the reader
+// drops each file's page cache once read, so a cgroup running it is not charged for a
+// growing page cache.
+//
+// Usage:
+//
+//	psiflow-imagefolder -data DIR [-batch 64] [-workers N] [-budget 32M] [-limit N]
+package main

@@ -1,0 +1,45 @@
+// Package harness runs data loaders side by side under the same memory limit and
+// reports what each achieved: throughput, batch latency, the cgroup's peak memory and
+// OOM kills.
+//
+// # How a run works
+//
+// [Run] creates a fresh cgroup (package
+// [github.com/psiflow/psiflow/cgroup]), sets its hard memory limit if one is
+// given, and starts the loader command blocked, moving it into the group before it
+// executes, so that everything the loader and its children allocate (page cache
+// included) is charged to the group. While it runs, the harness reads the loader's
+// progress lines (package [github.com/psiflow/psiflow/internal/harness/protocol]) and samples
+// memory.current at 20 Hz. When the timeout passes, every process of the group is
+// killed and the run is reported as [TimedOut]: a loader that thrashes at its limit
+// ends within the timeout instead of never. After the loader exits, leftover processes
+// are killed, the peak is read (v1 memory.max_usage_in_bytes, v2 memory.peak, or the
+// largest sample where the kernel keeps no peak), OOM kills are counted (v2
+// memory.events oom_kill, v1 memory.oom_control oom_kill) and the group is removed,
+// also when the run failed.
+//
+// [Measure] turns batch events into samples per second (after a warm-up of N batches)
+// and p50/p99 of the gaps between batches: the time the consumer waited for each.
+//
+// # Side by side
+//
+// [Compare] runs a [Plan]: every loader at every limit for R rounds, alternating the
+// order each round (A B, B A, …), and summarises each loader and limit with the median
+// and range of each metric and its ratios to a baseline loader. A [Report] is written
+// as Markdown ([Report.WriteMarkdown], for docs/BENCHMARKS.md), JSON
+// ([Report.WriteJSON], every run included) or an SVG plot of each run's memory use over
+// time ([Report.WriteSVG], with Options.Timeline). Cold runs drop the page cache of the data
+// files before each run ([DropCache]).
+//
+// The launcher's "psiflow bench" command is the front end.
+//
+// # What it does not own
+//
+// The loaders themselves (benchmarks/peers and the comparison commands
+// under cmd/) and the cgroup file formats (package cgroup).
+//
+// # Platform
+//
+// Runs need Linux cgroups and root (or a delegated cgroup subtree); elsewhere [Run]
+// fails with cgroup.ErrUnsupported. Measure, Summarize and the reports are portable.
+package harness

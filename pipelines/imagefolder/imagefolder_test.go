@@ -1,0 +1,183 @@
+package imagefolder
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/stage/decode"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// writeFolder writes n small JPEGs spread over two class directories.
+func writeFolder(t *testing.T, n int) string {
+	t.Helper()
+	root := t.TempDir()
+	for i := range n {
+		dir := filepath.Join(root, fmt.Sprintf("class%d", i%2))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		m := image.NewRGBA(image.Rect(0, 0, 80+i, 60))
+		for y := range 60 {
+			for x := range 80 + i {
+				m.Set(x, y, color.RGBA{uint8(x * i), uint8(y), 99, 255})
+			}
+		}
+		var b bytes.Buffer
+		if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 85}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%03d.jpg", i)), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func smallConfig(root string) Config {
+	c := DefaultConfig(root)
+	c.Workers, c.BatchSize, c.Resize, c.Crop, c.Queue, c.Budget, c.ReadBuffers = 2, 8, 48, 32, 2, 1<<20, 0
+	return c
+}
+
+func TestRunDeliversBatches(t *testing.T) {
+	root := writeFolder(t, 21)
+	tests := []struct {
+		name        string
+		limit       int64
+		epochs      int
+		readBuffers int64
+		want        string // batch sizes in order
+	}{
+		{name: "all", want: "[8 8 5]"},
+		{name: "limit", limit: 10, want: "[8 8]"},
+		{name: "two epochs", epochs: 2, want: "[8 8 5 8 8 5]"},
+		{name: "uma read buffers", readBuffers: 4 << 20, want: "[8 8 5]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := smallConfig(root)
+			c.Limit, c.ReadBuffers = tt.limit, tt.readBuffers
+			if tt.epochs > 0 {
+				c.Epochs = tt.epochs
+			}
+			var mu sync.Mutex
+			var sizes []int
+			labels := map[int64]int{}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			sum, err := Run(ctx, c, Hooks{Consume: func(_ context.Context, b *decode.Batch) error {
+				mu.Lock()
+				defer mu.Unlock()
+				sizes = append(sizes, len(b.Keys))
+				for _, l := range b.Labels {
+					labels[l]++
+				}
+				if got := b.Tensor.Shape; fmt.Sprint(got) != fmt.Sprintf("[%d 3 32 32]", len(b.Keys)) {
+					return fmt.Errorf("tensor shape %v", got)
+				}
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(sizes) != tt.want {
+				t.Fatalf("batch sizes %v, want %s", sizes, tt.want)
+			}
+			if sum.Items != int64(sumOf(sizes)) || sum.Batches != int64(len(sizes)) || sum.Peak <= 0 || sum.Peak > c.Budget {
+				t.Fatalf("summary %+v for batches %v", sum, sizes)
+			}
+			if tt.limit == 0 && (labels[0] == 0 || labels[1] == 0 || labels[-1] != 0) {
+				t.Fatalf("labels %v: want classes 0 and 1 only", labels)
+			}
+		})
+	}
+}
+
+func sumOf(xs []int) (n int) {
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+func TestRunReportsProgressAndInfo(t *testing.T) {
+	root := writeFolder(t, 9)
+	var mu sync.Mutex
+	var infos []string
+	var snaps []progress.Snapshot
+	_, err := Run(context.Background(), smallConfig(root), Hooks{
+		Info:     func(s string) { mu.Lock(); infos = append(infos, s); mu.Unlock() },
+		Progress: func(s progress.Snapshot) { mu.Lock(); snaps = append(snaps, s); mu.Unlock() },
+		Interval: time.Microsecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	joined := strings.Join(infos, "\n")
+	if !strings.Contains(joined, "reader: ") || !strings.Contains(joined, "JPEG decoder: ") {
+		t.Fatalf("info lines %q", infos)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		mut  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Dir = "" }, "no folder"},
+		{func(c *Config) { c.Workers = 0 }, "workers 0"},
+		{func(c *Config) { c.Readers = -1 }, "readers -1"},
+		{func(c *Config) { c.BatchSize = 0 }, "batch size 0"},
+		{func(c *Config) { c.Crop = 0 }, "crop 0"},
+		{func(c *Config) { c.Queue = 0 }, "queue 0"},
+		{func(c *Config) { c.Budget = 0 }, "budget 0"},
+		{func(c *Config) { c.Epochs = 0 }, "epochs 0"},
+		{func(c *Config) { c.Limit = -1 }, "limit -1"},
+		{func(c *Config) { c.ReadBuffers = -1 }, "read buffers -1"},
+	}
+	for _, tc := range tests {
+		c := DefaultConfig("x")
+		tc.mut(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate() = %v; want %q", err, tc.want)
+		}
+		if _, err := Run(context.Background(), c, Hooks{}); err == nil {
+			t.Errorf("Run accepted %+v", c)
+		}
+	}
+}
+
+func TestClassIndex(t *testing.T) {
+	root := writeFolder(t, 2)
+	label, err := ClassIndex(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int64{
+		filepath.Join(root, "class0", "000.jpg"): 0,
+		filepath.Join(root, "class1", "001.jpg"): 1,
+		filepath.Join(root, "loose.jpg"):         -1,
+		filepath.Join(root, "other", "x.jpg"):    -1,
+	} {
+		if got := label(path); got != want {
+			t.Errorf("label(%s) = %d, want %d", path, got, want)
+		}
+	}
+}

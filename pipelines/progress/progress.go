@@ -1,0 +1,79 @@
+package progress
+
+import (
+	"sync"
+	"time"
+
+	"github.com/psiflow/psiflow/flow"
+)
+
+// Summary is the result of a pipeline run.
+type Summary struct {
+	Items   int64             // samples delivered to the consumer
+	Batches int64             // batches delivered
+	Bytes   int64             // payload bytes read or generated
+	Elapsed time.Duration     // wall time of the whole run
+	Peak    int64             // most budget bytes in use at once
+	Stages  []flow.StageStats // per-stage counters of the last graph run
+}
+
+// Snapshot is a live view of a running pipeline for progress displays.
+type Snapshot struct {
+	Items, Bytes      int64
+	BudgetInUse       int64
+	BudgetLimit       int64
+	Elapsed           time.Duration
+	Bottleneck        string  // the stage with the most busy time per worker
+	BottleneckBusyPct float64 // its busy share of wall time per worker
+}
+
+// Observe fills the graph-side fields of s (budget, bottleneck) from g.
+func (s *Snapshot) Observe(g *flow.Graph) {
+	if g == nil {
+		return
+	}
+	s.BudgetInUse, s.BudgetLimit = g.Budget().InUse(), g.Budget().Limit()
+	s.Bottleneck, s.BottleneckBusyPct = Bottleneck(g.Stats(), s.Elapsed)
+}
+
+// Report calls progress with snapshot() every interval from a goroutine of its own,
+// until the returned stop is called; stop waits for the goroutine to end. With a nil
+// progress or a non-positive interval it starts nothing.
+func Report(interval time.Duration, progress func(Snapshot), snapshot func() Snapshot) (stop func()) {
+	if progress == nil || interval <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				progress(snapshot())
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// Bottleneck names the stage whose workers were busy the largest share of elapsed,
+// and that share in percent.
+func Bottleneck(stats []flow.StageStats, elapsed time.Duration) (string, float64) {
+	best, share := "", 0.0
+	for _, s := range stats {
+		if s.Workers < 1 || elapsed <= 0 {
+			continue
+		}
+		p := 100 * s.Busy / (elapsed.Seconds() * float64(s.Workers))
+		if p > share {
+			best, share = s.Name, p
+		}
+	}
+	return best, share
+}
