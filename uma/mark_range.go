@@ -120,3 +120,17 @@ func (a *Arena) PageOut(off, n int64) (int, error) {
 	u.mu.Unlock()
 	return len(cand) - len(errs), errors.Join(errs...)
 }
+
+// Resident counts the resident pages of the range with mincore, without touching
+// them (a page the kernel reclaimed and nobody read since is not resident). It
+// cannot prove bytes intact; only an acquire does.
+func (a *Arena) Resident(off, n int64) (resident, pages int, err error) {
+	if _, _, err := a.chunkRange(off, n); err != nil {
+		return 0, 0, err
+	}
+	resident, pages = a.residentPages(a.mem[off : off+n])
+	if resident < 0 {
+		return 0, pages, fmt.Errorf("uma: arena %q: mincore failed", a.name)
+	}
+	return resident, pages, nil
+}

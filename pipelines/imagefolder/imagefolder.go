@@ -20,6 +20,7 @@ import (
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
 	"github.com/psiflow/psiflow/uma"
+	"github.com/psiflow/psiflow/uma/umacache"
 )
 
 // Extensions are the file names the pipeline reads.
@@ -39,12 +40,19 @@ type Config struct {
 	Epochs    int            // passes over the folder
 	Limit     int64          // stop after this many samples; 0: all
 	Ordered   bool           // keep file order through decoding
+	Shuffle   bool           // shuffle the file order every epoch (seeded by Seed and the epoch)
+	Seed      uint64         // seed of the shuffle
 	DropCache bool           // drop each file's page cache once read
 	Labels    bool           // label each sample with its ImageFolder class index
 	Backend   decode.Backend // JPEG decoder
 	// ReadBuffers is the size of the UMA pool the reader reads into, registered once
 	// with every io_uring ring; 0 uses package source's own buffer pool instead.
 	ReadBuffers int64
+	// Cache keeps samples between epochs in preemptible UMA memory (see
+	// [CacheMode]); "" is CacheOff.
+	Cache CacheMode
+	// CacheMax bounds the cache in bytes; 0: half of the cgroup's memory limit.
+	CacheMax int64
 }
 
 // DefaultConfig is what "make run" uses on the generated folder dir.
@@ -76,6 +84,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("imagefolder: limit %d: must be 0 (all) or more", c.Limit)
 	case c.ReadBuffers < 0:
 		return fmt.Errorf("imagefolder: read buffers %d bytes: must be 0 (off) or more", c.ReadBuffers)
+	case c.CacheMax < 0:
+		return fmt.Errorf("imagefolder: cache max %d bytes: must be 0 (default) or more", c.CacheMax)
+	}
+	if _, err := ParseCacheMode(string(c.Cache)); err != nil {
+		return fmt.Errorf("imagefolder: %w", err)
 	}
 	return nil
 }
@@ -95,6 +108,12 @@ type Hooks struct {
 	// that ends before Run returns.
 	Progress func(progress.Snapshot)
 	Interval time.Duration
+	// OnEpoch, when not nil, is called after each epoch (numbered from 0) with
+	// what it delivered, before the next one starts.
+	OnEpoch func(n int, e progress.Epoch)
+	// OnCache, when not nil, receives the sample cache once it is made (with
+	// Config.Cache on), for example to register its Shed as a shed action.
+	OnCache func(*umacache.Cache)
 }
 
 func (h Hooks) info(format string, args ...any) {
@@ -137,9 +156,9 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		hooks.info("JPEG decoder: %s", dec.Backend())
 	}
 	var bufs source.BufferProvider
+	var u *uma.UMA
 	if cfg.ReadBuffers > 0 {
-		u, err := uma.New(uma.Config{})
-		if err != nil {
+		if u, err = uma.New(uma.Config{}); err != nil {
 			return progress.Summary{}, err
 		}
 		pool, err := u.NewPool("read-buffers", cfg.ReadBuffers, uma.ArenaOptions{Registered: true})
@@ -158,6 +177,12 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		}()
 		hooks.info("read buffers: a %d MiB UMA pool registered with the rings", cfg.ReadBuffers>>20)
 	}
+	cache, err := newSampleCache(cfg, u, dec, labelOf, hooks)
+	if err != nil {
+		return progress.Summary{}, err
+	}
+	// Closed before the UMA it may live in (deferred functions run last first).
+	defer func() { err = errors.Join(err, cache.close()) }()
 
 	var sum progress.Summary
 	var mu sync.Mutex
@@ -184,37 +209,78 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		mu.Unlock()
 		return e
 	}
-	for epoch := range cfg.Epochs {
+	if cache != nil && cache.mode == CacheEncoded {
+		inner := get
+		get = func(s *source.Sample) decode.Encoded {
+			e := inner(s)
+			if !fromCache(s) {
+				_ = cache.putEncoded(e.Key, e.Data)
+			}
+			return e
+		}
+	}
+	consume := func(ctx context.Context, b *decode.Batch) error {
+		mu.Lock()
+		sum.Items += int64(len(b.Keys))
+		sum.Batches++
+		done := cfg.Limit > 0 && sum.Items >= cfg.Limit
+		mu.Unlock()
+		if hooks.Consume != nil {
+			if err := hooks.Consume(ctx, b); err != nil {
+				return err
+			}
+		}
+		if done {
+			return errLimit
+		}
+		return nil
+	}
+	// pass runs one graph over one epoch's files, or over paths when not nil (the
+	// entries the kernel reclaimed during the first pass); with a cache, hits are
+	// served from it. It returns the cache entries found reclaimed.
+	pass := func(epoch int, paths []string) (late []string, lookups int64, err error) {
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
 			Workers: cfg.Workers, Ordered: cfg.Ordered,
 			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: decode.CHW},
 		}, get)
 		if err != nil {
-			return sum, err
+			return nil, 0, err
 		}
 		g := flow.New("imagefolder", append([]flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}, hooks.Options...)...)
-		src := flowsrc.Files(g, "read", files, source.Options{
-			Epoch: epoch, Workers: cfg.Readers, Buffers: bufs,
-			Reader: source.ReaderOptions{DropCache: cfg.DropCache},
-		})
-		batches := flow.Via(flow.Via(src, st), stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
-		collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(1))
-		flow.Sink(collated, "consume", func(ctx context.Context, b *decode.Batch) error {
-			mu.Lock()
-			sum.Items += int64(len(b.Keys))
-			sum.Batches++
-			done := cfg.Limit > 0 && sum.Items >= cfg.Limit
-			mu.Unlock()
-			if hooks.Consume != nil {
-				if err := hooks.Consume(ctx, b); err != nil {
-					return err
+		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache}}
+		var decoded flow.Stream[*decode.Sample]
+		var lateMu sync.Mutex
+		switch {
+		case cache == nil:
+			decoded = flow.Via(flowsrc.Files(g, "read", files, opts), st)
+		default:
+			if paths == nil {
+				if paths, err = files.Order(opts); err != nil {
+					return nil, 0, err
 				}
+				lookups = int64(len(paths))
 			}
-			if done {
-				return errLimit
+			hits, misses := cache.split(paths)
+			// The order and sharding are already in paths: read them as they are.
+			opts.Epoch, opts.Rank, opts.WorldSize, opts.Shuffle, opts.ShuffleBuffer = 0, 0, 1, false, 0
+			read := flowsrc.Files(g, "read", source.NewFiles(misses), opts)
+			switch {
+			case cache.mode == CacheEncoded && len(hits) > 0:
+				cached := hitSource(g, cache, hits, 0, &late, &lateMu, encodedHit)
+				decoded = flow.Via(flow.Merge("merge", read, cached), st)
+			case cache.mode == CacheEncoded:
+				decoded = flow.Via(read, st)
+			case len(hits) > 0:
+				tensor := int64(3 * cfg.Crop * cfg.Crop)
+				cached := hitSource(g, cache, hits, tensor, &late, &lateMu, cache.decodedHit(cfg.Crop))
+				decoded = flow.Merge("merge", tapPut(cache, flow.Via(read, st)), cached)
+			default:
+				decoded = tapPut(cache, flow.Via(read, st))
 			}
-			return nil
-		})
+		}
+		batches := flow.Via(decoded, stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
+		collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(1))
+		flow.Sink(collated, "consume", consume)
 		mu.Lock()
 		current = g
 		mu.Unlock()
@@ -227,6 +293,33 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		sum.Stages = g.Stats()
 		sum.Peak = max(sum.Peak, g.Budget().MaxInUse())
 		mu.Unlock()
+		return late, lookups, err
+	}
+	for epoch := range cfg.Epochs {
+		epochStart := time.Now()
+		mu.Lock()
+		itemsBefore := sum.Items
+		mu.Unlock()
+		var hitsBefore int64
+		if cache != nil {
+			hitsBefore = cache.c.Stats().Hits
+		}
+		late, lookups, err := pass(epoch, nil)
+		for err == nil && len(late) > 0 {
+			hooks.info("epoch %d: %d cached samples were reclaimed by the kernel; reading them again", epoch+1, len(late))
+			late, _, err = pass(epoch, late)
+		}
+		ep := progress.Epoch{Elapsed: time.Since(epochStart), CacheLookups: lookups}
+		if cache != nil {
+			ep.CacheHits = cache.c.Stats().Hits - hitsBefore
+		}
+		mu.Lock()
+		ep.Items = sum.Items - itemsBefore
+		sum.Epochs = append(sum.Epochs, ep)
+		mu.Unlock()
+		if hooks.OnEpoch != nil && (err == nil || errors.Is(err, errLimit)) {
+			hooks.OnEpoch(epoch, ep)
+		}
 		if errors.Is(err, errLimit) {
 			return sum, nil
 		}

@@ -349,3 +349,58 @@ func (c *Cache) Close() error {
 	c.mu.Unlock()
 	return c.arena.Close()
 }
+
+// PageOut asks the kernel to reclaim the pages of about share of the cache's
+// entries now, the least recently used first, as memory pressure would (madvise
+// MADV_PAGEOUT on lazily freed pages), without telling the cache: the next Get of
+// each such entry finds the loss. It makes reclaim deterministic for tests and
+// benchmarks, and returns the number of entries paged out.
+func (c *Cache) PageOut(share float64) (int, error) {
+	c.mu.Lock()
+	want := int(share * float64(len(c.entries)))
+	var chunks [][]int
+	for el := c.lru.Back(); el != nil && len(chunks) < want; el = el.Prev() {
+		chunks = append(chunks, el.Value.(*entry).chunks)
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, chs := range chunks {
+		paged := 0
+		for _, ch := range chs {
+			k, err := c.arena.PageOut(int64(ch)*c.chunk, c.chunk)
+			if err != nil {
+				return n, fmt.Errorf("umacache %q: %w", c.name, err)
+			}
+			paged += k
+		}
+		if paged > 0 {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Taken counts the entries of which the kernel has reclaimed at least one page, by
+// mincore and without touching them; their next Get is a miss.
+func (c *Cache) Taken() (int, error) {
+	c.mu.Lock()
+	var chunks [][]int
+	for _, e := range c.entries {
+		chunks = append(chunks, e.chunks)
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, chs := range chunks {
+		for _, ch := range chs {
+			r, pages, err := c.arena.Resident(int64(ch)*c.chunk, c.chunk)
+			if err != nil {
+				return n, fmt.Errorf("umacache %q: %w", c.name, err)
+			}
+			if r < pages {
+				n++
+				break
+			}
+		}
+	}
+	return n, nil
+}

@@ -146,6 +146,9 @@ func TestReclaimedEntriesAreNeverServed(t *testing.T) {
 	if paged == 0 {
 		t.Fatal("nothing was PREEMPTIBLE to page out")
 	}
+	if taken, err := c.Taken(); err != nil || taken < 1 || taken > n {
+		t.Fatalf("Taken = %d, %v after paging out %d chunks", taken, err, paged)
+	}
 	hits := 0
 	for i := range n {
 		k := fmt.Sprint("k", i)
