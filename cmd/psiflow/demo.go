@@ -15,6 +15,7 @@ import (
 	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/demo"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/pipelines/progress"
 )
 
 func init() {
@@ -37,6 +38,8 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	progress := fs.Bool("progress", isTerminal(stdout), "show a live progress line (default: when stdout is a terminal)")
 	data := fs.String("data", "", "read this image folder (JPEG/PNG, e.g. from 'psiflow gen jpeg') through the real reader and decoder instead of generating samples")
 	epochs := fs.Int("epochs", 1, "with -data: passes over the folder")
+	cacheMode := fs.String("cache", "off", "with -data: keep samples between epochs in preemptible memory: decoded (skips read, decode and resize), encoded (skips the read) or off")
+	cacheMax := fs.Int64("cache-max", 0, "with -data: bound of the sample cache in bytes (0: half of the cgroup memory limit)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	if err := parseFlags(fs, args); err != nil {
@@ -44,6 +47,16 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	cache, err := imagefolder.ParseCacheMode(*cacheMode)
+	if err != nil {
+		return fmt.Errorf("%w: -cache: %v", errUsage, err)
+	}
+	if *cacheMax < 0 {
+		return fmt.Errorf("%w: -cache-max %d: must be 0 (default) or more", errUsage, *cacheMax)
+	}
+	if *data == "" && cache != imagefolder.CacheOff {
+		return fmt.Errorf("%w: -cache needs -data", errUsage)
 	}
 	if err := cfg.Validate(); err != nil && cfg.Budget != 0 {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -100,15 +113,19 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 	var sum demo.Summary
-	var err error
+
 	if *data != "" {
 		fc := imagefolder.DefaultConfig(*data)
 		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
+		fc.Cache, fc.CacheMax = cache, *cacheMax
 		sum, err = imagefolder.Run(ctx, fc, imagefolder.Hooks{
 			Options: cfg.Graph.Options, Run: cfg.Graph.Run,
 			Info:     func(s string) { fmt.Fprintln(stdout, "  "+s) },
 			Progress: show, Interval: 250 * time.Millisecond,
 		})
+		if err == nil {
+			printEpochs(stdout, sum.Epochs, cache != imagefolder.CacheOff)
+		}
 	} else {
 		sum, err = demo.Run(ctx, cfg, 250*time.Millisecond, show)
 	}
@@ -117,6 +134,21 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	printDemoSummary(stdout, sum)
 	return err
+}
+
+// printEpochs prints one line per epoch: its rate and, with a cache, its hit rate.
+func printEpochs(w io.Writer, epochs []progress.Epoch, cached bool) {
+	if len(epochs) < 2 && !cached {
+		return
+	}
+	fmt.Fprintln(w)
+	for i, e := range epochs {
+		if cached {
+			fmt.Fprintf(w, "epoch %d: %.0f samples/s, cache hits %.0f%%\n", i+1, e.Rate(), e.HitRate())
+		} else {
+			fmt.Fprintf(w, "epoch %d: %.0f samples/s\n", i+1, e.Rate())
+		}
+	}
 }
 
 func printDemoSummary(w io.Writer, s demo.Summary) {

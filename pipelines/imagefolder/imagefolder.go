@@ -126,7 +126,7 @@ func (h Hooks) info(format string, args ...any) {
 var errLimit = errors.New("sample limit reached")
 
 // Run runs the pipeline once per epoch and returns what it delivered.
-func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err error) {
+func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, err error) {
 	if err := cfg.Validate(); err != nil {
 		return progress.Summary{}, err
 	}
@@ -184,7 +184,6 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 	// Closed before the UMA it may live in (deferred functions run last first).
 	defer func() { err = errors.Join(err, cache.close()) }()
 
-	var sum progress.Summary
 	var mu sync.Mutex
 	start := time.Now()
 	var current *flow.Graph
