@@ -11,17 +11,23 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
+	"github.com/psiflow/psiflow/internal/metrics"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
 func main() {
 	em := protocol.NewEmitter(os.Stdout)
-	cfg, err := parseArgs(os.Args[1:])
+	cfg, addr, err := parseCommand(os.Args[1:])
+	var set *metrics.Set
+	if err == nil && addr != "" {
+		set, err = serve(addr)
+	}
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err = run(ctx, cfg, em)
+		err = runWith(ctx, cfg, em, set)
 		stop()
 	}
 	_ = em.Done(err)
@@ -33,6 +39,27 @@ func main() {
 
 // parseArgs turns the command line into the pipeline's configuration.
 func parseArgs(args []string) (imagefolder.Config, error) {
+	c, _, err := parseCommand(args)
+	return c, err
+}
+
+// serve starts the metrics endpoint for -metrics ADDR; it lives until the process ends.
+func serve(addr string) (*metrics.Set, error) {
+	set, err := metrics.New()
+	if err != nil {
+		return nil, err
+	}
+	ms, err := set.Serve(addr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(os.Stderr, "psiflow-imagefolder: metrics at", ms.URL())
+	return set, nil
+}
+
+// parseCommand turns the command line into the pipeline's configuration and the
+// -metrics address ("" when not given).
+func parseCommand(args []string) (imagefolder.Config, string, error) {
 	c := imagefolder.DefaultConfig("")
 	c.ReadBuffers = 0 // package source's own buffers, as measured in docs/BENCHMARKS.md
 	fs := flag.NewFlagSet("psiflow-imagefolder", flag.ContinueOnError)
@@ -49,12 +76,13 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	fs.BoolVar(&c.DropCache, "drop-cache", true, "drop each file's page cache after reading it")
 	backend := fs.String("backend", "auto", "JPEG decoder: auto (TurboJPEG if available) or std")
 	fs.IntVar(&c.Epochs, "epochs", 1, "passes over the folder")
+	addr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. localhost:9464")
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return c, "", err
 	}
 	var err error
 	if c.Budget, err = parseSize(*budget); err != nil {
-		return c, fmt.Errorf("-budget: %w", err)
+		return c, "", fmt.Errorf("-budget: %w", err)
 	}
 	switch *backend {
 	case "auto":
@@ -62,23 +90,33 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	case "std":
 		c.Backend = decode.BackendStd
 	default:
-		return c, fmt.Errorf("-backend %q: want auto or std", *backend)
+		return c, "", fmt.Errorf("-backend %q: want auto or std", *backend)
 	}
 	if c.Dir == "" {
-		return c, errors.New("-data is required")
+		return c, "", errors.New("-data is required")
 	}
-	return c, c.Validate()
+	return c, *addr, c.Validate()
 }
 
 func run(ctx context.Context, c imagefolder.Config, em *protocol.Emitter) error {
-	_, err := imagefolder.Run(ctx, c, imagefolder.Hooks{
+	return runWith(ctx, c, em, nil)
+}
+
+// runWith runs the pipeline, with its metrics in set when set is not nil.
+func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, set *metrics.Set) error {
+	hooks := imagefolder.Hooks{
 		Consume: func(_ context.Context, b *decode.Batch) error { return em.Batch(len(b.Keys)) },
 		Info: func(s string) {
 			if strings.Contains(s, "standard library") {
 				fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", s)
 			}
 		},
-	})
+	}
+	if set != nil {
+		hooks.Options = append(hooks.Options, flow.WithRegistry(set.Registry))
+		hooks.Registerer, hooks.Reads, hooks.Decodes = set.Registry, set.Reads, set.Decodes
+	}
+	_, err := imagefolder.Run(ctx, c, hooks)
 	return err
 }
 

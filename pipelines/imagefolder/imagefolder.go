@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source"
@@ -95,6 +97,12 @@ type Hooks struct {
 	// that ends before Run returns.
 	Progress func(progress.Snapshot)
 	Interval time.Duration
+	// Registerer, when set, receives the psiflow_uma_* metrics of the read-buffer UMA.
+	Registerer prometheus.Registerer
+	// Reads and Decodes, when set, are told of every read and every decoded image
+	// (internal/metrics implements both).
+	Reads   source.ReadObserver
+	Decodes decode.Observer
 }
 
 func (h Hooks) info(format string, args ...any) {
@@ -138,7 +146,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 	}
 	var bufs source.BufferProvider
 	if cfg.ReadBuffers > 0 {
-		u, err := uma.New(uma.Config{})
+		u, err := uma.New(uma.Config{Registerer: hooks.Registerer})
 		if err != nil {
 			return progress.Summary{}, err
 		}
@@ -186,7 +194,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 	}
 	for epoch := range cfg.Epochs {
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
-			Workers: cfg.Workers, Ordered: cfg.Ordered,
+			Workers: cfg.Workers, Ordered: cfg.Ordered, Observer: hooks.Decodes,
 			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: decode.CHW},
 		}, get)
 		if err != nil {
@@ -195,7 +203,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		g := flow.New("imagefolder", append([]flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}, hooks.Options...)...)
 		src := flowsrc.Files(g, "read", files, source.Options{
 			Epoch: epoch, Workers: cfg.Readers, Buffers: bufs,
-			Reader: source.ReaderOptions{DropCache: cfg.DropCache},
+			Reader: source.ReaderOptions{DropCache: cfg.DropCache, Observer: hooks.Reads},
 		})
 		batches := flow.Via(flow.Via(src, st), stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
 		collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(1))
