@@ -48,6 +48,9 @@ func NewReads(reg prometheus.Registerer) (*Reads, error) {
 	return r, nil
 }
 
+// Latency returns the read latency histogram (for tests and custom views).
+func (r *Reads) Latency() prometheus.Collector { return r.latency }
+
 // ObserveRead implements source.ReadObserver.
 func (r *Reads) ObserveRead(b source.Backend, n int, d time.Duration, err error) {
 	c := &r.pread

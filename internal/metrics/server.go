@@ -14,6 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// MaxScrapes is how many scrapes [Serve] answers at once.
+const MaxScrapes = 2
+
 // Server serves a registry's metrics at /metrics for Prometheus to scrape.
 type Server struct {
 	srv  *http.Server
@@ -23,7 +26,8 @@ type Server struct {
 
 // Serve listens on addr (host:port; port 0 picks a free one) and serves g at /metrics
 // until Close. A collector that fails during a scrape is logged to stderr and left out;
-// the other metrics are still served.
+// the other metrics are still served. At most [MaxScrapes] scrapes run at once (more get
+// 503), so scrapers that time out and retry cannot pile up gathers on a loaded host.
 func Serve(addr string, g prometheus.Gatherer) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -31,8 +35,9 @@ func Serve(addr string, g prometheus.Gatherer) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError,
-		ErrorLog:      log.New(os.Stderr, "psiflow metrics: ", 0),
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: MaxScrapes,
+		ErrorLog:            log.New(os.Stderr, "psiflow metrics: ", 0),
 	}))
 	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan error, 1)}
 	go func() { s.done <- s.srv.Serve(ln) }()
