@@ -19,7 +19,7 @@ import (
 
 // MinPSIInterval is the shortest time between two reads of a group's pressure files;
 // scrapes closer together reuse the last values.
-const MinPSIInterval = time.Second
+const MinPSIInterval = 250 * time.Millisecond
 
 // v1Unlimited is the smallest value v1 reports for "no limit" (PAGE_COUNTER_MAX rounded
 // to pages, 9223372036854771712 on 4 KiB pages); anything at or above it means none.
