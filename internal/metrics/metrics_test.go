@@ -110,3 +110,42 @@ func TestServeAndClose(t *testing.T) {
 		t.Errorf("bad address: %v", err)
 	}
 }
+
+// The data-path cost of metrics: one read and one decode observed per sample.
+func BenchmarkObserveRead(b *testing.B) {
+	r, err := metrics.NewReads(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r.ObserveRead(source.BackendURing, 110_000, 40*time.Microsecond, nil)
+		}
+	})
+}
+
+func BenchmarkObserveDecode(b *testing.B) {
+	d, err := metrics.NewDecodes(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			d.ObserveDecode(110_000, 3*224*224, time.Millisecond, nil)
+		}
+	})
+}
+
+// BenchmarkScrape is the cost of one scrape of a Set (Go runtime, process and cgroup
+// collectors, reads and decodes), paid on the scraping goroutine, not the data path.
+func BenchmarkScrape(b *testing.B) {
+	set, err := metrics.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := set.Registry.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -74,6 +74,7 @@ scrape_configs:
 	p.cmd = exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	dieWithTest(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -228,8 +229,8 @@ func TestRealPrometheusScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := float64(time.Now().UnixNano()) / 1e9
-	if sum.Items != files*epochs {
-		t.Fatalf("summary: %d items, want %d", sum.Items, files*epochs)
+	if sum.Items != files*epochs || sum.Elapsed <= 0 {
+		t.Fatalf("summary: %d items in %v, want %d in a positive time", sum.Items, sum.Elapsed, files*epochs)
 	}
 	// Wait for a scrape after the end of the run: the counters are final then.
 	waitFor(t, 30*time.Second, "a scrape after the run", func() (bool, error) {

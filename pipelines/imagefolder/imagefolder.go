@@ -115,7 +115,7 @@ func (h Hooks) info(format string, args ...any) {
 var errLimit = errors.New("sample limit reached")
 
 // Run runs the pipeline once per epoch and returns what it delivered.
-func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err error) {
+func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, err error) {
 	if err := cfg.Validate(); err != nil {
 		return progress.Summary{}, err
 	}
@@ -180,7 +180,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		return snap
 	})
 	defer stop()
-	defer func() { sum.Elapsed = time.Since(start) }()
+	defer func() { out.Elapsed = time.Since(start) }() // after the return value is set
 
 	get := func(s *source.Sample) decode.Encoded {
 		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key)}
