@@ -101,6 +101,9 @@ func NewDecodes(reg prometheus.Registerer) (*Decodes, error) {
 	return d, nil
 }
 
+// Images returns the psiflow_decode_images_total counter.
+func (d *Decodes) Images() prometheus.Counter { return d.images }
+
 // ObserveDecode implements decode.Observer.
 func (d *Decodes) ObserveDecode(encodedBytes int, tensorBytes int64, dur time.Duration, err error) {
 	d.in.Add(float64(encodedBytes))
