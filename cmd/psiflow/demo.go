@@ -80,7 +80,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "  metrics: %s\n", ms.URL())
+		fmt.Fprintf(stdout, "  metrics: %s (live view: psiflow top %s)\n", ms.URL(), ms.Addr())
 		if set.NoCgroup != nil {
 			fmt.Fprintf(stdout, "  no cgroup metrics: %v\n", set.NoCgroup)
 		}
