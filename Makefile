@@ -8,12 +8,13 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN      := bin/psiflow
 PKGS     := ./...
 # Packages the tests need at run time: TurboJPEG for the JPEG decoder, Pillow
-# as the decode reference.
-TEST_DEBS  := libturbojpeg0 python3-pil
+# as the decode reference, Prometheus (prometheus and promtool) for the rule tests
+# and the real scrape in internal/metrics.
+TEST_DEBS  := libturbojpeg0 python3-pil prometheus
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: all run build test test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
+.PHONY: all run build test test-rules test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
 
 all: build
 
@@ -31,8 +32,13 @@ run: deps build
 	./$(BIN) demo -data $(DEMO_DATA) -epochs 2
 
 # All tests: gofmt check, go vet, every test with the race detector and shuffled order.
-test: deps tracked-check fmt-check vet
+test: deps tracked-check fmt-check vet test-rules
 	$(GO) test -race -shuffle=on -timeout 9m $(PKGS)
+
+# The Prometheus recording and alert rules: syntax, then their unit tests.
+test-rules: deps
+	promtool check rules deploy/prometheus/psiflow-rules.yml
+	promtool test rules deploy/prometheus/*_test.yml
 
 test-short: fmt-check vet
 	$(GO) test -short -timeout 5m $(PKGS)

@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// TestRealCPUThrottle runs a spinning child under a 20 ms / 100 ms quota and expects
-// throttling in cpu.stat.
+// TestRealCPUThrottle runs a child that spins on eight threads until it has used 300 ms of CPU under a
+// 20 ms / 100 ms quota (so at least fifteen periods, most of them throttled, however
+// loaded the machine is) and expects throttling in cpu.stat.
 func TestRealCPUThrottle(t *testing.T) {
 	g := newTestGroup(t, realTree(t))
 	if err := g.SetCPUMax(20*time.Millisecond, 100*time.Millisecond); err != nil {
@@ -28,7 +29,7 @@ func TestRealCPUThrottle(t *testing.T) {
 	if w, err := g.CPUWeight(); err != nil || w != 200 {
 		t.Errorf("CPUWeight = %d, %v; want 200", w, err)
 	}
-	cmd := helperCmd("spin:400ms")
+	cmd := helperCmd("cpu:300ms")
 	if err := g.Start(cmd); err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,9 @@ func (t *Tree) pidGroup(pid string) (*Group, error) {
 		if l.hierarchy == 0 && len(l.controllers) == 0 {
 			if t.v2 != "" {
 				g.v2 = resolve(t.v2, l.path)
-				g.name = l.path
+				if _, ok := g.v1["memory"]; !ok { // the memory group names a hybrid group
+					g.name = l.path
+				}
 			}
 			continue
 		}

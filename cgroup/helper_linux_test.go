@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,6 +49,32 @@ func childMain(mode string) int {
 			}()
 		}
 		for range runtime.NumCPU() {
+			<-done
+		}
+		return 0
+	case "cpu":
+		// Spin until the process has used d of CPU time, however long the
+		// scheduler takes to grant it (a loaded machine gives a spinner of wall
+		// time only a fraction of a core).
+		// Eight spinning threads, so that even on a machine whose cores are
+		// shared by many runnable threads the child asks for more than its quota.
+		const threads = 8
+		runtime.GOMAXPROCS(threads)
+		d, _ := time.ParseDuration(arg)
+		done := make(chan struct{})
+		used := func() time.Duration {
+			var ru syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+		for range threads {
+			go func() {
+				for used() < d {
+				}
+				done <- struct{}{}
+			}()
+		}
+		for range threads {
 			<-done
 		}
 		return 0

@@ -64,6 +64,8 @@ type ReaderOptions struct {
 	DropEvery int64
 	// Logger receives the one-time fallback notice (default slog.Default()).
 	Logger *slog.Logger
+	// Observer, when set, is told of every completed read (bytes, latency, error).
+	Observer ReadObserver
 }
 
 func (o *ReaderOptions) defaults() {
@@ -309,17 +311,26 @@ func NewReader(opts ReaderOptions) (Reader, error) {
 			})
 		}
 	}
+	var r Reader
 	switch want {
 	case BackendPread:
-		return newPreadReader(opts), nil
+		r = newPreadReader(opts)
 	case BackendURing:
 		if reason := uringReason(); reason != "" {
 			return nil, fmt.Errorf("source: io_uring reader requested but unavailable: %s", reason)
 		}
-		return newURingReader(opts)
+		ur, err := newURingReader(opts)
+		if err != nil {
+			return nil, err
+		}
+		r = ur
 	default:
 		return nil, fmt.Errorf("source: unknown reader backend %q (want %q or %q)", want, BackendURing, BackendPread)
 	}
+	if opts.Observer != nil {
+		r = observe(r, opts.Observer)
+	}
+	return r, nil
 }
 
 // Admit runs the first two phases of admission: a permit from g (if any),

@@ -51,7 +51,7 @@ type metrics struct {
 type collector struct {
 	u                                                         *UMA
 	stable, preempt, chunks, leases, version, faults, faultPS *prometheus.Desc
-	rehydr, enable, mlock                                     *prometheus.Desc
+	rehydr, enable, mlock, bytes                              *prometheus.Desc
 }
 
 func newMetrics(u *UMA, reg prometheus.Registerer) (*metrics, error) {
@@ -69,6 +69,7 @@ func newMetrics(u *UMA, reg prometheus.Registerer) (*metrics, error) {
 		stable:  d("stable_bytes", "Stable tier bytes: state=total is the tier (Config.StableBytes), state=used the bytes under stable leases.", "state"),
 		preempt: d("preemptible_bytes", "Preemptible bytes: state=total is artifact memory not under a stable lease, state=marked the bytes in state PREEMPTIBLE.", "state"),
 		chunks:  d("chunks", "Chunks per ledger state.", "state"),
+		bytes:   d("bytes", "Bytes of arena chunks per ledger state (EVICTED: given back to the kernel, PREEMPTIBLE: the kernel may take them).", "state"),
 		leases:  d("leases", "Outstanding leases per kind.", "kind"),
 		version: d("ledger_version", "The monotonic ledger version."),
 		faults:  d("faults_total", "PREEMPTIBLE chunks found reclaimed by the kernel when re-acquired."),
@@ -100,7 +101,7 @@ func (m *metrics) unregister() {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.stable, c.preempt, c.chunks, c.leases, c.version, c.faults, c.faultPS, c.rehydr, c.enable, c.mlock} {
+	for _, d := range []*prometheus.Desc{c.stable, c.preempt, c.chunks, c.bytes, c.leases, c.version, c.faults, c.faultPS, c.rehydr, c.enable, c.mlock} {
 		ch <- d
 	}
 }
@@ -120,8 +121,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.stable, g, float64(s.StableUsed), "used")
 	ch <- prometheus.MustNewConstMetric(c.preempt, g, float64(s.PreemptibleTotal), "total")
 	ch <- prometheus.MustNewConstMetric(c.preempt, g, float64(s.PreemptibleMarked), "marked")
+	bytes := make(map[State]int64, len(s.States))
+	for _, a := range s.Arenas {
+		for _, r := range a.Chunks {
+			bytes[r.State] += r.Bytes
+		}
+	}
 	for _, st := range States() {
 		ch <- prometheus.MustNewConstMetric(c.chunks, g, float64(s.States[st]), st.String())
+		ch <- prometheus.MustNewConstMetric(c.bytes, g, float64(bytes[st]), st.String())
 	}
 	ch <- prometheus.MustNewConstMetric(c.leases, g, float64(s.Leases.Bytes), "byte")
 	ch <- prometheus.MustNewConstMetric(c.leases, g, float64(s.Leases.Pins), "pin")

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
+	"github.com/psiflow/psiflow/internal/metrics"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/stage/decode"
@@ -19,10 +21,14 @@ import (
 
 func main() {
 	em := protocol.NewEmitter(os.Stdout)
-	cfg, err := parseArgs(os.Args[1:])
+	cfg, addr, err := parseCommand(os.Args[1:])
+	var set *metrics.Set
+	if err == nil && addr != "" {
+		set, err = serve(addr)
+	}
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err = run(ctx, cfg, em)
+		err = runWith(ctx, cfg, em, set)
 		stop()
 	}
 	_ = em.Done(err)
@@ -34,6 +40,27 @@ func main() {
 
 // parseArgs turns the command line into the pipeline's configuration.
 func parseArgs(args []string) (imagefolder.Config, error) {
+	c, _, err := parseCommand(args)
+	return c, err
+}
+
+// serve starts the metrics endpoint for -metrics ADDR; it lives until the process ends.
+func serve(addr string) (*metrics.Set, error) {
+	set, err := metrics.New()
+	if err != nil {
+		return nil, err
+	}
+	ms, err := set.Serve(addr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(os.Stderr, "psiflow-imagefolder: metrics at", ms.URL())
+	return set, nil
+}
+
+// parseCommand turns the command line into the pipeline's configuration and the
+// -metrics address ("" when not given).
+func parseCommand(args []string) (imagefolder.Config, string, error) {
 	c := imagefolder.DefaultConfig("")
 	c.ReadBuffers = 0 // package source's own buffers, as measured in docs/BENCHMARKS.md
 	fs := flag.NewFlagSet("psiflow-imagefolder", flag.ContinueOnError)
@@ -52,12 +79,13 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	fs.IntVar(&c.Epochs, "epochs", 1, "passes over the folder")
 	cache := fs.String("cache", "off", "keep samples between epochs in preemptible memory: decoded, encoded or off")
 	fs.Int64Var(&c.CacheMax, "cache-max", 0, "bound of the sample cache in bytes (0: half of the cgroup memory limit)")
+	addr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. localhost:9464")
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return c, "", err
 	}
 	var err error
 	if c.Budget, err = parseSize(*budget); err != nil {
-		return c, fmt.Errorf("-budget: %w", err)
+		return c, "", fmt.Errorf("-budget: %w", err)
 	}
 	switch *backend {
 	case "auto":
@@ -65,19 +93,24 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	case "std":
 		c.Backend = decode.BackendStd
 	default:
-		return c, fmt.Errorf("-backend %q: want auto or std", *backend)
+		return c, "", fmt.Errorf("-backend %q: want auto or std", *backend)
 	}
 	if c.Cache, err = imagefolder.ParseCacheMode(*cache); err != nil {
-		return c, fmt.Errorf("-cache: %w", err)
+		return c, "", fmt.Errorf("-cache: %w", err)
 	}
 	if c.Dir == "" {
-		return c, errors.New("-data is required")
+		return c, "", errors.New("-data is required")
 	}
-	return c, c.Validate()
+	return c, *addr, c.Validate()
 }
 
 func run(ctx context.Context, c imagefolder.Config, em *protocol.Emitter) error {
-	_, err := imagefolder.Run(ctx, c, imagefolder.Hooks{
+	return runWith(ctx, c, em, nil)
+}
+
+// runWith runs the pipeline, with its metrics in set when set is not nil.
+func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, set *metrics.Set) error {
+	hooks := imagefolder.Hooks{
 		Consume: func(_ context.Context, b *decode.Batch) error { return em.Batch(len(b.Keys)) },
 		OnEpoch: func(n int, e progress.Epoch) {
 			fmt.Fprintf(os.Stderr, "psiflow-imagefolder: epoch %d: %.0f samples/s, cache hits %.0f%%\n", n+1, e.Rate(), e.HitRate())
@@ -87,7 +120,12 @@ func run(ctx context.Context, c imagefolder.Config, em *protocol.Emitter) error 
 				fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", s)
 			}
 		},
-	})
+	}
+	if set != nil {
+		hooks.Options = append(hooks.Options, flow.WithRegistry(set.Registry))
+		hooks.Registerer, hooks.Reads, hooks.Decodes = set.Registry, set.Reads, set.Decodes
+	}
+	_, err := imagefolder.Run(ctx, c, hooks)
 	return err
 }
 

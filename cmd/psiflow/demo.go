@@ -14,6 +14,7 @@ import (
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/demo"
+	"github.com/psiflow/psiflow/internal/metrics"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
 )
@@ -81,15 +82,24 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		fmt.Fprintf(stdout, "  budget: %s in flight\n", human(float64(cfg.Budget)))
 	}
 	reg := prometheus.NewRegistry()
-	cfg.Graph.Options = append(cfg.Graph.Options, flow.WithRegistry(reg))
+	var set *metrics.Set
 	if *metricsAddr != "" {
-		ms, err := serveMetrics(*metricsAddr, reg)
+		var err error
+		if set, err = metrics.New(); err != nil {
+			return err
+		}
+		reg = set.Registry
+		ms, err := set.Serve(*metricsAddr)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "  metrics: %s\n", ms.URL())
+		fmt.Fprintf(stdout, "  metrics: %s (live view: psiflow top %s)\n", ms.URL(), ms.Addr())
+		if set.NoCgroup != nil {
+			fmt.Fprintf(stdout, "  no cgroup metrics: %v\n", set.NoCgroup)
+		}
 		defer ms.Close()
 	}
+	cfg.Graph.Options = append(cfg.Graph.Options, flow.WithRegistry(reg))
 	if *gated {
 		th, err := throttle.New(throttle.Config{Registerer: reg})
 		if err != nil {
@@ -118,11 +128,15 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		fc := imagefolder.DefaultConfig(*data)
 		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
 		fc.Cache, fc.CacheMax = cache, *cacheMax
-		sum, err = imagefolder.Run(ctx, fc, imagefolder.Hooks{
+		hooks := imagefolder.Hooks{
 			Options: cfg.Graph.Options, Run: cfg.Graph.Run,
 			Info:     func(s string) { fmt.Fprintln(stdout, "  "+s) },
 			Progress: show, Interval: 250 * time.Millisecond,
-		})
+		}
+		if set != nil {
+			hooks.Registerer, hooks.Reads, hooks.Decodes = set.Registry, set.Reads, set.Decodes
+		}
+		sum, err = imagefolder.Run(ctx, fc, hooks)
 		if err == nil {
 			printEpochs(stdout, sum.Epochs, cache != imagefolder.CacheOff)
 		}

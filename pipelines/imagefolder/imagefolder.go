@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source"
@@ -114,6 +116,12 @@ type Hooks struct {
 	// OnCache, when not nil, receives the sample cache once it is made (with
 	// Config.Cache on), for example to register its Shed as a shed action.
 	OnCache func(*umacache.Cache)
+	// Registerer, when set, receives the psiflow_uma_* metrics of the read-buffer UMA.
+	Registerer prometheus.Registerer
+	// Reads and Decodes, when set, are told of every read and every decoded image
+	// (internal/metrics implements both).
+	Reads   source.ReadObserver
+	Decodes decode.Observer
 }
 
 func (h Hooks) info(format string, args ...any) {
@@ -158,7 +166,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	var bufs source.BufferProvider
 	var u *uma.UMA
 	if cfg.ReadBuffers > 0 {
-		if u, err = uma.New(uma.Config{}); err != nil {
+		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer}); err != nil {
 			return progress.Summary{}, err
 		}
 		pool, err := u.NewPool("read-buffers", cfg.ReadBuffers, uma.ArenaOptions{Registered: true})
@@ -196,7 +204,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		return snap
 	})
 	defer stop()
-	defer func() { sum.Elapsed = time.Since(start) }()
+	defer func() { sum.Elapsed = time.Since(start) }() // sum is the named result: set after the return value
 
 	get := func(s *source.Sample) decode.Encoded {
 		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key)}
@@ -239,14 +247,14 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	// served from it. It returns the cache entries found reclaimed.
 	pass := func(epoch int, paths []string) (late []string, lookups int64, err error) {
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
-			Workers: cfg.Workers, Ordered: cfg.Ordered,
+			Workers: cfg.Workers, Ordered: cfg.Ordered, Observer: hooks.Decodes,
 			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: decode.CHW},
 		}, get)
 		if err != nil {
 			return nil, 0, err
 		}
 		g := flow.New("imagefolder", append([]flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}, hooks.Options...)...)
-		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache}}
+		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Observer: hooks.Reads}}
 		var decoded flow.Stream[*decode.Sample]
 		var lateMu sync.Mutex
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/psiflow/psiflow/stage"
 )
@@ -56,6 +57,8 @@ type StageConfig struct {
 	Ordered bool
 	// Transform is applied after decoding.
 	Transform Transform
+	// Observer, when set, is told of every image decoded (or failed).
+	Observer Observer
 }
 
 // NewStage returns a stage that decodes the elements' images with dec and
@@ -86,9 +89,19 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 		defer procs.put(p)
 		s := samples.Get().(*Sample)
 		s.pool = samples
+		var start time.Time
+		if cfg.Observer != nil {
+			start = time.Now()
+		}
 		if err := p.Process(&s.Tensor, enc.Data, enc.Key); err != nil {
 			s.Release()
+			if cfg.Observer != nil {
+				cfg.Observer.ObserveDecode(len(enc.Data), 0, time.Since(start), err)
+			}
 			return nil, fmt.Errorf("decode stage %q: %w", name, err)
+		}
+		if cfg.Observer != nil {
+			cfg.Observer.ObserveDecode(len(enc.Data), s.Size(), time.Since(start), nil)
 		}
 		s.Key, s.Label = enc.Key, enc.Label
 		return s, nil

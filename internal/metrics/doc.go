@@ -1,0 +1,16 @@
+// Package metrics is what a psiflow program needs to expose Prometheus metrics: a
+// registry holding the process-wide collectors ([New]), the read and decode observers
+// that package source and stage/decode call ([Reads], [Decodes]), and an HTTP server for
+// /metrics ([Serve]) behind the launcher's -metrics ADDR flag.
+//
+// A program builds one [Set], passes Set.Registry to flow.WithRegistry, throttle.Config
+// and uma.Config, passes Set.Reads to source.ReaderOptions.Observer and Set.Decodes to
+// decode.StageConfig.Observer (pipelines/imagefolder's Hooks take all three), and calls
+// [Set.Serve] when -metrics is given. docs/METRICS.md lists every metric.
+//
+// # What it does not own
+//
+// The metrics of a graph (package flow), of the pressure gate (package pressure), of UMA
+// (package uma) and of cgroups (package cgroup/cgroupmetrics) are defined where their
+// data lives; this package only gathers them into one registry and serves it.
+package metrics
