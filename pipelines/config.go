@@ -46,7 +46,8 @@ type Component struct {
 	Name string
 	// Inputs are the names of the nodes it reads (merged when several).
 	Inputs []string
-	// Fanout is how its output is split when several nodes read it.
+	// Fanout is how its output is split when several nodes read it:
+	// "roundrobin" (default) or "broadcast".
 	Fanout string
 	Config *Config
 	Pos    Pos

@@ -23,7 +23,9 @@
 //
 // Each stage reads the output of the one before it unless it names its input
 // (input: NAME, or a list of names to merge); several stages naming the same
-// input fan out (fanout: broadcast, the default, or roundrobin on the producer).
+// input fan out: fanout: roundrobin (the default, on the producer) splits the
+// elements among them, fanout: broadcast gives each every element (only for
+// element types that are reference counted).
 // Strings may use ${VAR} and ${VAR:-default}; [Options.Set] applies -set
 // key=value overrides.
 //

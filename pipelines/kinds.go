@@ -67,7 +67,9 @@ func (t *Tensors) Size() int64 {
 
 var defaultExtensions = []string{".jpg", ".jpeg", ".JPEG", ".png"}
 
-func registerBuiltins(r *Registry) error {
+// RegisterBuiltins adds the built-in element types and kinds to r (what [Default]
+// holds), for isolated registries that add kinds of their own.
+func RegisterBuiltins(r *Registry) error {
 	var errs []error
 	for _, t := range []*ElemType{SampleType, ImageType, ImagesType, BatchType, TableType, TensorsType} {
 		errs = append(errs, r.RegisterType(t))

@@ -362,7 +362,9 @@ func (l *loader) params(what string, params []Param, entries []entry, cfg *Confi
 			continue
 		}
 		v, e := convert(p, en.val, l.env)
-		if l.add(e) {
+		if e != nil {
+			e.Msg = what + ": " + e.Msg
+			l.add(e)
 			continue
 		}
 		cfg.vals[p.Name] = v
@@ -410,7 +412,7 @@ func (l *loader) validate() *Pipeline {
 			l.add(rc.kindAt.errf("%s: %q is a %s kind, not a %s", what, rc.kind, k.Role, rc.role))
 			return nil
 		}
-		c := &Component{Kind: k, Name: name, Inputs: rc.inputs, Fanout: "broadcast", Config: newConfig(), Pos: rc.kindAt.pos()}
+		c := &Component{Kind: k, Name: name, Inputs: rc.inputs, Fanout: "roundrobin", Config: newConfig(), Pos: rc.kindAt.pos()}
 		if rc.fanout.node != nil {
 			s, _, e := scalar(rc.fanout, l.env)
 			if !l.add(e) {
@@ -500,6 +502,21 @@ func (l *loader) validate() *Pipeline {
 				}
 			}
 		}
+	}
+	for i, c := range nodes[:len(nodes)-1] {
+		if uses[c.Name] < 2 || c.Fanout != "broadcast" {
+			continue
+		}
+		if t, ok := l.reg.Type(c.Kind.Out); ok && !t.Broadcastable() {
+			at := raws[i].kindAt
+			if raws[i].fanout.node != nil {
+				at = raws[i].fanout
+			}
+			l.add(at.errf("%s %q: %d nodes read it, but %s elements own buffers without reference counts and cannot be broadcast; write fanout: roundrobin to split them", c.Kind.Role, c.Name, uses[c.Name], t.Name))
+		}
+	}
+	if len(l.errs) > 0 {
+		return nil // an unread output would only echo a bad input above
 	}
 	for i, c := range nodes[:len(nodes)-1] {
 		if uses[c.Name] == 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/stage"
 )
 
 // ParamType is the type of a kind's parameter.
@@ -198,6 +199,7 @@ func (p Param) RangeString() string {
 			if v >= math.MaxInt64 {
 				return "∞"
 			}
+			return strconv.FormatInt(int64(v), 10)
 		}
 		return strconv.FormatFloat(v, 'g', -1, 64)
 	}
@@ -266,6 +268,9 @@ type ElemType struct {
 	merge     func(name string, ss []any) any
 	sink      func(s any, name string, fn func(ctx context.Context, v any) error)
 	count     func(v any) (items, bytes int64)
+	// broadcastable is false for Releasers that are not Retainers: their
+	// resources cannot be shared by several readers.
+	broadcastable bool
 }
 
 // NewType declares an element type of Go type T; count says how many samples and
@@ -290,8 +295,14 @@ func NewType[T any](name, doc string, count func(T) (items, bytes int64)) *ElemT
 			flow.Sink(s.(flow.Stream[T]), name, func(ctx context.Context, v T) error { return fn(ctx, v) })
 		},
 		count: func(v any) (int64, int64) { return count(v.(T)) },
+		broadcastable: !reflect.TypeFor[T]().Implements(reflect.TypeFor[stage.Releaser]()) ||
+			reflect.TypeFor[T]().Implements(reflect.TypeFor[stage.Retainer]()),
 	}
 }
+
+// Broadcastable reports whether several readers can each get every element
+// (fanout: broadcast); elements owning buffers without reference counts cannot.
+func (t *ElemType) Broadcastable() bool { return t.broadcastable }
 
 func wrapAll[T any](ss []flow.Stream[T]) []any {
 	out := make([]any, len(ss))
@@ -362,7 +373,7 @@ var (
 func Default() *Registry {
 	defaultOnce.Do(func() {
 		defaultReg = NewRegistry()
-		if err := registerBuiltins(defaultReg); err != nil {
+		if err := RegisterBuiltins(defaultReg); err != nil {
 			panic("pipelines: built-in registrations: " + err.Error()) // a bug caught by every test
 		}
 	})
