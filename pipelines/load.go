@@ -455,8 +455,10 @@ func (l *loader) validate() *Pipeline {
 		sinkName = l.sink.kind
 	}
 	p.Sink = mk(l.sink, sinkName, len(l.stages)+1)
-	if len(l.errs) > 0 {
-		return nil
+	for _, c := range p.Nodes() {
+		if c == nil {
+			return nil // an unknown kind: its edges cannot be checked
+		}
 	}
 	// Edges: each node reads the one before it unless it names its inputs; the
 	// element types must match.

@@ -21,7 +21,7 @@ func (r *Registry) WriteReference(w io.Writer) error {
 			role = k.Role
 			fmt.Fprintf(tw, "\n%s kinds:\n", strings.ToUpper(role.String()[:1])+role.String()[1:])
 		}
-		fmt.Fprintf(tw, "\n  %s  (%s)\t%s\n", k.Name, signature(k), k.Doc)
+		fmt.Fprintf(tw, "\n  %s (%s): %s\n", k.Name, signature(k), k.Doc)
 		for _, p := range k.Params {
 			rng := p.RangeString()
 			if rng != "" {

@@ -126,15 +126,8 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 	}()
 	start := time.Now()
 	var current *flow.Graph
-	stop := progress.Report(hooks.Interval, hooks.Progress, func() progress.Snapshot {
-		r.mu.Lock()
-		snap := progress.Snapshot{Items: r.sum.Items, Bytes: r.sum.Bytes, Elapsed: time.Since(start)}
-		g := current
-		r.mu.Unlock()
-		snap.Observe(g)
-		return snap
-	})
-	defer stop()
+	stop := func() {}
+	defer func() { stop() }()
 	result := func() progress.Summary {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -150,6 +143,19 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 		r.mu.Lock()
 		current = g
 		r.mu.Unlock()
+		if epoch == 0 {
+			// Progress starts once the first graph is built (decoders loaded,
+			// files listed), so rates measure the run, not the set-up.
+			start = time.Now()
+			stop = progress.Report(hooks.Interval, hooks.Progress, func() progress.Snapshot {
+				r.mu.Lock()
+				snap := progress.Snapshot{Items: r.sum.Items, Bytes: r.sum.Bytes, Elapsed: time.Since(start)}
+				g := current
+				r.mu.Unlock()
+				snap.Observe(g)
+				return snap
+			})
+		}
 		if hooks.Run != nil {
 			err = hooks.Run(ctx, g)
 		} else {
