@@ -16,8 +16,8 @@ import (
 // Input bounds: a pipeline file is a few dozen lines; these refuse anything that
 // could make the YAML parser slow (it is superlinear in nesting depth).
 const (
-	MaxFileSize = 256 << 10 // bytes
-	MaxDepth    = 24        // nesting of mappings, sequences and flow brackets
+	MaxFileSize = 64 << 10 // bytes (a worst case this size, one long flow list, parses in under 1 s)
+	MaxDepth    = 24       // nesting of mappings, sequences and flow brackets
 )
 
 // value is one YAML node with the text it came from.
