@@ -82,12 +82,12 @@ func TestStagesCommand(t *testing.T) {
 
 func TestRunCommand(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := dispatch(context.Background(), &out, &errOut, []string{"run", "demo", "-every", "0",
+	code := dispatch(context.Background(), &out, &errOut, []string{"run", "demo", "-every", "0", "-metrics", "127.0.0.1:0",
 		"-set", "source.items=50", "-set", "source.width=48", "-set", "source.height=40", "-set", "decode.resize=24", "-set", "decode.center_crop=16", "-set", "batch.size=10"})
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"psiflow run pipelines/demo.yaml: generate → decode", "budget: 64 MiB in flight", "50 samples in 5 batches", "STAGE", "collate", "Memory pressure while running:"} {
+	for _, want := range []string{"psiflow run pipelines/demo.yaml: generate → decode", "budget: 64 MiB in flight", "metrics: http://127.0.0.1:", "50 samples in 5 batches", "STAGE", "collate", "Memory pressure while running:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
