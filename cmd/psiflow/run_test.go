@@ -128,7 +128,7 @@ func TestRunStopsGracefullyOnSIGTERM(t *testing.T) {
 	signalled := false
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
-		if !signalled && strings.Contains(sc.Text(), "samples/s") && !strings.HasPrefix(strings.TrimSpace(sc.Text()), "0 samples") {
+		if f := strings.Fields(sc.Text()); !signalled && len(f) > 2 && f[2] == "samples" && f[1] != "0" {
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
