@@ -47,6 +47,8 @@ func TestErrorsNameLineColumnAndLine(t *testing.T) {
 		{"resources", good + "resources: {budget: lots}\n", "f.yaml:11:21", `budget: "lots" is not a size in bytes (e.g. 64MiB) or "auto"`, nil, nil},
 		{"device", good + "resources: {device: cuda}\n", "f.yaml:11:21", `device: "cuda" is not one of "cpu"`, nil, nil},
 		{"bad -set value", good, "-set batch.size:1:12", `size: "x" is not an integer`, nil, []string{"batch.size=x"}},
+		{"-set syntax", good, "-set batch.size:1:", `YAML syntax`, nil, []string{"batch.size=[1"}},
+		{"-set no value", good, "-set batch.size:1:", `size: empty; want an integer`, nil, []string{"batch.size="}},
 		{"-set unknown node", good, "-set bach.size:1:1", `no node named "bach" (did you mean "batch"?)`, nil, []string{"bach.size=3"}},
 		{"-set unknown key", good, "-set batch.sice:1:1", `unknown parameter "sice" (did you mean "size"?)`, nil, []string{"batch.sice=3"}},
 		{"not a mapping", "- a\n- b\n", "f.yaml:1:1", "a pipeline file must be a mapping", nil, nil},

@@ -30,6 +30,9 @@ func (v value) pos() Pos { return posOf(v.src, v.node) }
 
 func posOf(src *srcText, n ast.Node) Pos {
 	if n == nil || n.GetToken() == nil {
+		if src.colShift > 0 {
+			return src.pos(1, 1) // an empty -set value: point just after "key="
+		}
 		return src.pos(0, 0)
 	}
 	p := n.GetToken().Position

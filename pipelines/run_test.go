@@ -3,7 +3,6 @@ package pipelines
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,5 +78,4 @@ func TestRunShippedFiles(t *testing.T) {
 			t.Logf("%s: %s", tc.file, strings.Join(info, "; "))
 		})
 	}
-	_ = os.Remove
 }
