@@ -22,14 +22,16 @@ build:
 	$(GO) build -o $(BIN) ./cmd/psiflow
 
 # The main job on a built-in default: generate an ImageNet-like JPEG folder once
-# (out/demo-jpeg), then run the default pipeline over it through the real reader
-# (io_uring, or pread where it is unavailable) and decoder: read → decode →
-# Resize(256) → CenterCrop(224) → batch 64 → consume.
+# (out/demo-jpeg), then run the shipped default pipeline file over it with the
+# launcher (pipelines/imagefolder.yaml: read through io_uring, or pread where it is
+# unavailable, into a UMA pool → decode → Resize(256) → CenterCrop(224) → batch 64
+# → collate), two epochs.
 DEMO_DATA ?= out/demo-jpeg
 DEMO_N    ?= 1000
+PIPELINE  ?= pipelines/imagefolder.yaml
 run: deps build
 	@[ -f $(DEMO_DATA)/.complete ] || { rm -rf $(DEMO_DATA) && ./$(BIN) gen jpeg -out $(DEMO_DATA) -n $(DEMO_N) && touch $(DEMO_DATA)/.complete; }
-	./$(BIN) demo -data $(DEMO_DATA) -epochs 2
+	DATA=$(DEMO_DATA) EPOCHS=2 ./$(BIN) run $(PIPELINE)
 
 # All tests: gofmt check, go vet, every test with the race detector and shuffled order.
 test: deps tracked-check fmt-check vet test-rules

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/pipelines"
+	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/pressure"
+)
+
+func init() {
+	register(command{
+		name:    "run",
+		summary: "run a pipeline file (or a shipped one: demo, imagefolder, webdataset, tables), optionally in a fresh limited cgroup",
+		run:     runRun,
+	})
+}
+
+// envRunChild marks the child "psiflow run" started inside the -cgroup group.
+const envRunChild = "PSIFLOW_RUN_CHILD"
+
+// errStopped is returned when a signal stopped the run (after its summary).
+var errStopped = errors.New("stopped by signal")
+
+func runRun(ctx context.Context, stdout io.Writer, args []string) error {
+	fset := newFlagSet("run", stdout)
+	var sets setFlags
+	fset.Var(&sets, "set", "override key=value (repeatable): epochs, limit, resources.KEY, source.KEY, sink.KEY, stages.N.KEY or STAGE.KEY")
+	metricsAddr := fset.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
+	showProgress := fset.Bool("progress", isTerminal(stdout), "live progress line (default: when stdout is a terminal; else a plain line every -every)")
+	every := fset.Duration("every", 2*time.Second, "interval of the plain progress lines when not on a terminal (0: none)")
+	inCgroup := fset.Bool("cgroup", false, "run in a fresh child cgroup with the file's resources (memory, memory_high, cpus, pids), removed afterwards")
+	files, err := parseInterleaved(fset, args)
+	if err != nil {
+		return err
+	}
+	if len(files) != 1 {
+		return fmt.Errorf("%w: want one pipeline file (psiflow run [flags] FILE)", errUsage)
+	}
+	p, err := loadPipeline(files[0], sets)
+	if err != nil {
+		return err // every problem, with file:line:col; no graph was started
+	}
+	if *inCgroup && os.Getenv(envRunChild) == "" {
+		return runPipelineInCgroup(ctx, stdout, p, args)
+	}
+	fmt.Fprintf(stdout, "psiflow run %s: %s\n", p.File, describePipeline(p))
+	reg := prometheus.NewRegistry()
+	hooks := pipelines.Hooks{
+		Options: []flow.Option{flow.WithRegistry(reg)},
+		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
+	}
+	if p.Resource.Budget > 0 {
+		fmt.Fprintf(stdout, "  budget: %s in flight\n", human(float64(p.Resource.Budget)))
+	}
+	if *metricsAddr != "" {
+		ms, err := serveMetrics(*metricsAddr, reg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "  metrics: %s\n", ms.URL())
+		defer ms.Close()
+	}
+	var level atomic.Int32
+	level.Store(-1)
+	if p.Resource.Pressure {
+		th, err := throttle.New(throttle.Config{Registerer: reg, OnLevel: func(_, to pressure.Level, _ time.Time) { level.Store(int32(to)) }})
+		if err != nil {
+			return err
+		}
+		level.Store(int32(pressure.LevelNormal))
+		hooks.Options = append(hooks.Options, th.Option())
+		hooks.Run = th.Run
+		fmt.Fprintln(stdout, "  source gated on this cgroup's memory pressure (resources.pressure: off to turn off)")
+		defer func() {
+			fmt.Fprintln(stdout, "\nMemory pressure while running:")
+			_ = th.Recorder().Snapshot(time.Now()).WriteReport(stdout)
+		}()
+	}
+	levelName := func() string {
+		if l := level.Load(); l >= 0 {
+			return pressure.Level(l).String()
+		}
+		return "off"
+	}
+	switch {
+	case *showProgress:
+		hooks.Interval = 250 * time.Millisecond
+		hooks.Progress = func(s progress.Snapshot) {
+			fmt.Fprintf(stdout, "\r%s\x1b[K", progressLine(s, levelName()))
+		}
+	case *every > 0:
+		hooks.Interval = *every
+		hooks.Progress = func(s progress.Snapshot) {
+			fmt.Fprintf(stdout, "%6.1fs %s\n", s.Elapsed.Seconds(), progressLine(s, levelName()))
+		}
+	}
+	sum, err := pipelines.Run(ctx, p, hooks)
+	if *showProgress {
+		fmt.Fprintln(stdout)
+	}
+	stopped := ctx.Err() != nil && errors.Is(err, context.Canceled)
+	if stopped {
+		fmt.Fprintln(stdout, "\nstopped by signal; what ran until then:")
+	}
+	printDemoSummary(stdout, sum)
+	if stopped {
+		return errStopped
+	}
+	return err
+}
+
+// progressLine is one live progress report.
+func progressLine(s progress.Snapshot, level string) string {
+	sec := max(s.Elapsed.Seconds(), 1e-9)
+	return fmt.Sprintf("%8d samples  %9.0f samples/s  %9s/s  budget %9s / %-9s  bottleneck %s (%.0f%% busy)  pressure %s",
+		s.Items, float64(s.Items)/sec, human(float64(s.Bytes)/sec), human(float64(s.BudgetInUse)), human(float64(s.BudgetLimit)),
+		s.Bottleneck, s.BottleneckBusyPct, level)
+}
+
+// runPipelineInCgroup re-runs this command as a child in a fresh cgroup with the
+// file's limits, forwards SIGINT/SIGTERM to it (so it stops gracefully and prints its
+// summary), and removes the group afterwards.
+func runPipelineInCgroup(ctx context.Context, stdout io.Writer, p *pipelines.Pipeline, args []string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	g, err := cgroup.New("run-" + strconv.Itoa(os.Getpid()))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := g.Remove(); err != nil {
+			fmt.Fprintf(os.Stderr, "psiflow run: %v\n", err)
+		}
+	}()
+	r := p.Resource
+	if err := applyLimits(g, r.Memory, r.MemoryHigh, r.CPUs, 0, r.Pids); err != nil {
+		return fmt.Errorf("cgroup %s: %w", g.Name(), err)
+	}
+	fmt.Fprintf(stdout, "psiflow run: in cgroup %s (%s): memory %s, memory high %s, cpus %s, pids %s\n", g.Name(), g.Layout(),
+		limitString(r.Memory, true), limitString(r.MemoryHigh, true), cpusString(r.CPUs), limitString(r.Pids, false))
+	cmd := exec.Command(self, append([]string{"run"}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
+	cmd.Env = append(os.Environ(), envRunChild+"=1")
+	start := time.Now()
+	if err := g.Start(cmd); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		// Graceful first: the child stops its graph and prints its summary.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = g.Kill(5 * time.Second)
+		}
+	}()
+	waitErr := cmd.Wait()
+	close(done)
+	<-stopped
+	printGroupSummary(stdout, g, time.Since(start))
+	if ctx.Err() != nil {
+		return errStopped
+	}
+	if waitErr != nil {
+		return fmt.Errorf("pipeline in cgroup %s: %w", g.Name(), waitErr)
+	}
+	return nil
+}
+
+func limitString(v int64, bytes bool) string {
+	switch {
+	case v < 0:
+		return "none"
+	case bytes:
+		return human(float64(v))
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func cpusString(c float64) string {
+	if c <= 0 {
+		return "none"
+	}
+	return strconv.FormatFloat(c, 'g', -1, 64)
+}

@@ -1,0 +1,115 @@
+package pipelines
+
+import (
+	"time"
+)
+
+// Config is the validated configuration of one node: every declared parameter
+// of its kind, set from the file or defaulted. Getters return the zero value for
+// a name the kind does not declare.
+type Config struct {
+	vals map[string]any
+	set  map[string]Pos
+}
+
+func newConfig() *Config { return &Config{vals: map[string]any{}, set: map[string]Pos{}} }
+
+// IsSet reports whether the file (or an override) set name, and where.
+func (c *Config) IsSet(name string) (Pos, bool) { p, ok := c.set[name]; return p, ok }
+
+// Value returns name's value (nil when undeclared).
+func (c *Config) Value(name string) any { return c.vals[name] }
+
+// String returns a String or Enum parameter.
+func (c *Config) String(name string) string { s, _ := c.vals[name].(string); return s }
+
+// Int returns an Int or Bytes parameter.
+func (c *Config) Int(name string) int64 { n, _ := c.vals[name].(int64); return n }
+
+// Float returns a Float parameter.
+func (c *Config) Float(name string) float64 { f, _ := c.vals[name].(float64); return f }
+
+// Bool returns a Bool parameter.
+func (c *Config) Bool(name string) bool { b, _ := c.vals[name].(bool); return b }
+
+// Duration returns a Duration parameter.
+func (c *Config) Duration(name string) time.Duration { d, _ := c.vals[name].(time.Duration); return d }
+
+// Strings returns a StringList parameter.
+func (c *Config) Strings(name string) []string { s, _ := c.vals[name].([]string); return s }
+
+// Component is one validated node of a pipeline: a source, a stage or the sink.
+type Component struct {
+	Kind *Kind
+	// Name is the node's name in the graph and in overrides (its kind unless the
+	// file names it; a repeated kind gets "-2", "-3").
+	Name string
+	// Inputs are the names of the nodes it reads (merged when several).
+	Inputs []string
+	// Fanout is how its output is split when several nodes read it:
+	// "roundrobin" (default) or "broadcast".
+	Fanout string
+	Config *Config
+	Pos    Pos
+}
+
+// Resources are the file's resources section.
+type Resources struct {
+	Memory     int64   // memory.max of the child cgroup with -cgroup; -1: none
+	MemoryHigh int64   // memory.high (v1: soft limit); -1: none
+	CPUs       float64 // cpu.max in CPUs; 0: none
+	Pids       int64   // pids.max; -1: none
+	Budget     int64   // byte budget in flight; 0: auto (a quarter of the cgroup memory limit)
+	Queue      int     // default edge queue size
+	Pressure   bool    // gate the source on memory pressure
+	Device     string  // "cpu"
+}
+
+// Pipeline is a validated pipeline file, ready to [Run].
+type Pipeline struct {
+	File     string
+	Name     string
+	Epochs   int
+	Limit    int64 // samples; 0: all
+	Source   *Component
+	Stages   []*Component
+	Sink     *Component
+	Resource Resources
+	registry *Registry
+}
+
+// Nodes lists the source, the stages and the sink in file order.
+func (p *Pipeline) Nodes() []*Component {
+	out := append([]*Component{p.Source}, p.Stages...)
+	return append(out, p.Sink)
+}
+
+// Registry is the registry the pipeline was validated against.
+func (p *Pipeline) Registry() *Registry { return p.registry }
+
+var bytesNone = map[string]int64{"max": -1, "none": -1}
+
+// topParams are the file's top-level scalars.
+var topParams = []Param{
+	StringParam("name", "", "the pipeline's name (default: the file name)"),
+	IntParam("epochs", 1, 1, 1<<20, "passes over the source"),
+	IntParam("limit", 0, 0, 1<<62, "stop after this many samples; 0: all"),
+}
+
+// resourceParams are the keys of resources:.
+var resourceParams = []Param{
+	BytesParam("memory", -1, -1, 1<<50, "memory.max of the child cgroup under -cgroup").WithWords(bytesNone),
+	BytesParam("memory_high", -1, -1, 1<<50, "memory.high (v1: soft limit) of the child cgroup under -cgroup").WithWords(bytesNone),
+	FloatParam("cpus", 0, 0, 4096, "cpu.max quota in CPUs under -cgroup; 0: none"),
+	IntParam("pids", -1, -1, 1<<22, "pids.max under -cgroup; -1: none"),
+	BytesParam("budget", 0, 0, 1<<50, "bytes in flight; auto: a quarter of the cgroup memory limit (MemTotal when unlimited)").WithWords(map[string]int64{"auto": 0}),
+	IntParam("queue", 4, 1, 1<<16, "default queue size (elements) of every edge"),
+	EnumParam("pressure", "gate", []string{"gate", "off"}, "gate the source on the cgroup's memory pressure (PSI, vmpressure or polling)"),
+	EnumParam("device", "cpu", []string{"cpu"}, "where batches go; only cpu for now"),
+}
+
+// componentKeys are the keys of a source, stage or sink.
+var componentKeys = []string{"kind", "name", "input", "fanout", "config"}
+
+// topKeys are the file's top-level keys.
+var topKeys = []string{"name", "epochs", "limit", "source", "stages", "sink", "resources"}

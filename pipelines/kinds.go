@@ -1,0 +1,523 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/source/flowsrc"
+	"github.com/psiflow/psiflow/source/synth"
+	"github.com/psiflow/psiflow/source/umabuf"
+	"github.com/psiflow/psiflow/stage"
+	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/uma"
+)
+
+// The built-in element types.
+var (
+	SampleType = NewType("sample", "*source.Sample: one raw training example, named fields of bytes (a file, or a tar sample's members)",
+		func(s *source.Sample) (int64, int64) { return 1, s.Len() })
+	ImageType = NewType("image", "*decode.Sample: one decoded, transformed image tensor with its key and label",
+		func(s *decode.Sample) (int64, int64) { return 1, s.Size() })
+	ImagesType = NewType("images", "[]*decode.Sample: a group of images from batch, not yet collated",
+		func(ss []*decode.Sample) (int64, int64) {
+			var n int64
+			for _, s := range ss {
+				n += s.Size()
+			}
+			return int64(len(ss)), n
+		})
+	BatchType = NewType("batch", "*decode.Batch: one contiguous tensor [n, ...] with the samples' keys and labels",
+		func(b *decode.Batch) (int64, int64) { return int64(len(b.Keys)), b.Size() })
+	TableType = NewType("table", "*source.Batch: one Arrow record batch (a Parquet row group or an IPC record batch)",
+		func(b *source.Batch) (int64, int64) { return b.Record.NumRows(), b.Len() })
+	TensorsType = NewType("tensors", "*pipelines.Tensors: named tensors of one record batch's columns, one row per sample",
+		func(t *Tensors) (int64, int64) { return int64(t.Rows), t.Size() })
+)
+
+// Tensors are the columns of one record batch as tensors, one row per sample:
+// numeric columns become float32 [rows], list columns float32 [rows, n] and
+// binary columns uint8 [rows, n].
+type Tensors struct {
+	Rows    int
+	Names   []string
+	Tensors []decode.Tensor
+}
+
+// Size is the tensors' bytes.
+func (t *Tensors) Size() int64 {
+	var n int64
+	for _, x := range t.Tensors {
+		n += int64(len(x.U8)) + 4*int64(len(x.F32))
+	}
+	return n
+}
+
+var defaultExtensions = []string{".jpg", ".jpeg", ".JPEG", ".png"}
+
+// RegisterBuiltins adds the built-in element types and kinds to r (what [Default]
+// holds), for isolated registries that add kinds of their own.
+func RegisterBuiltins(r *Registry) error {
+	var errs []error
+	for _, t := range []*ElemType{SampleType, ImageType, ImagesType, BatchType, TableType, TensorsType} {
+		errs = append(errs, r.RegisterType(t))
+	}
+	shard := []Param{
+		BoolParam("shuffle", false, "shuffle the shard order every epoch"),
+		IntParam("seed", 1, 0, math.MaxInt64, "shuffle seed; the same seed, epoch, rank and world size give the same order"),
+		IntParam("rank", -1, -1, 1<<20, "this loader's shard; -1: RANK from the environment (torchrun), else 0"),
+		IntParam("world_size", 0, 0, 1<<20, "number of shards; 0: WORLD_SIZE from the environment, else 1"),
+	}
+	withShard := func(ps ...Param) []Param { return append(ps, shard...) }
+	for _, k := range []Kind{
+		{
+			Name: "files", Role: SourceRole, Out: "sample",
+			Doc: "files under a folder, searched recursively (ImageNet/ImageFolder layout), read by io_uring or pread",
+			Params: withShard(
+				StringParam("dir", "", "the folder").Require(),
+				StringListParam("extensions", defaultExtensions, "file name endings to read"),
+				IntParam("readers", 0, 0, 1024, "readers (one ring each); 0: package source's default"),
+				BoolParam("drop_cache", false, "drop each file's page cache once read"),
+				BytesParam("read_buffers", 0, 0, 1<<40, "size of a UMA pool the reads land in, registered with the rings; 0: source's own pool"),
+			),
+			Build: buildFiles,
+		},
+		{
+			Name: "tar", Role: SourceRole, Out: "sample",
+			Doc: "WebDataset tar shards: members sharing a key form one sample, one field per extension",
+			Params: withShard(
+				StringListParam("paths", nil, "shard files or glob patterns (shard-*.tar)").Require(),
+				IntParam("shuffle_buffer", 0, 0, 1<<20, "also shuffle samples through a buffer of this many; 0: off"),
+				BoolParam("skip_bad", false, "skip truncated shards and unreadable members instead of failing"),
+			),
+			Build: buildTar,
+		},
+		{
+			Name: "tables", Role: SourceRole, Out: "table",
+			Doc: "Parquet or Arrow IPC files read as record batches (one per row group or IPC batch)",
+			Params: withShard(
+				StringListParam("paths", nil, "table files or glob patterns").Require(),
+				EnumParam("format", "auto", []string{"auto", "parquet", "arrow"}, "file format; auto: by extension (.parquet, else Arrow IPC)"),
+				StringListParam("columns", []string{}, "top-level columns to read; empty: all"),
+			),
+			Build: buildTables,
+		},
+		{
+			Name: "generate", Role: SourceRole, Out: "sample",
+			Doc: "synthetic JPEG samples made in memory (no data needed): a few distinct images encoded once and cycled",
+			Params: []Param{
+				IntParam("items", 1000, 1, 1<<40, "samples per epoch"),
+				IntParam("width", 320, 8, 8192, "image width in pixels"),
+				IntParam("height", 240, 8, 8192, "image height in pixels"),
+				IntParam("quality", 85, 1, 100, "JPEG quality"),
+				IntParam("distinct", 16, 1, 4096, "distinct images encoded at start and cycled"),
+				IntParam("seed", 1, 0, math.MaxInt64, "image seed"),
+			},
+			Build: buildGenerate,
+		},
+		{
+			Name: "decode", Role: StageRole, In: "sample", Out: "image",
+			Doc: "JPEG (libjpeg-turbo, or the Go standard library) and PNG decoding, then Resize, crop, flip and tensor conversion",
+			Params: []Param{
+				IntParam("workers", 0, 0, 1024, "samples decoded at once; 0: GOMAXPROCS"),
+				BoolParam("ordered", false, "keep the input order (else completion order)"),
+				StringParam("field", "", "the field holding the image (jpg, png...); empty: the first field"),
+				EnumParam("label", "none", []string{"none", "folder", "field"}, "the label: none (-1), folder (ImageFolder class of a files source) or field (label_field's text)"),
+				StringParam("label_field", "cls", "the field holding the label as decimal text, with label: field"),
+				IntParam("resize", 0, 0, 16384, "shorter side after resizing (torchvision Resize(n)); 0: keep"),
+				IntParam("center_crop", 0, 0, 16384, "central square crop; 0: none"),
+				IntParam("random_crop", 0, 0, 16384, "random square crop; 0: none (not with center_crop)"),
+				FloatParam("flip", 0, 0, 1, "probability of a horizontal flip"),
+				EnumParam("layout", "chw", []string{"chw", "hwc"}, "tensor layout"),
+				EnumParam("normalize", "none", []string{"none", "imagenet"}, "none: uint8 output; imagenet: float32 (v/255-mean)/std"),
+				EnumParam("backend", "auto", []string{"auto", "turbojpeg", "std"}, "JPEG decoder: auto (libjpeg-turbo when present), turbojpeg (required) or std"),
+				IntParam("seed", 1, 0, math.MaxInt64, "seed of the random crop and flip"),
+			},
+			Build: buildDecode,
+		},
+		{
+			Name: "batch", Role: StageRole, In: "image", Out: "images",
+			Doc: "groups images into lists of size (the last may be shorter)",
+			Params: []Param{
+				IntParam("size", 64, 1, 1<<20, "images per batch"),
+				DurationParam("max_wait", 0, 0, time.Hour, "emit a short batch after waiting this long; 0: never"),
+			},
+			Build: buildBatch,
+		},
+		{
+			Name: "collate", Role: StageRole, In: "images", Out: "batch",
+			Doc:   "copies a list of same-shaped images into one contiguous tensor and releases them",
+			Build: buildCollate,
+		},
+		{
+			Name: "to_tensors", Role: StageRole, In: "table", Out: "tensors",
+			Doc: "converts columns to tensors: numbers to float32 [rows], lists to float32 [rows, n], binary to uint8 [rows, n]",
+			Params: []Param{
+				StringListParam("columns", []string{}, "the columns to convert, in order; empty: all"),
+			},
+			Build: buildToTensors,
+		},
+		{
+			Name: "discard", Role: SinkRole, In: AnyType,
+			Doc:   "counts and drops every element (benchmarks, tests, dry runs)",
+			Build: buildDiscard,
+		},
+	} {
+		errs = append(errs, r.Register(k))
+	}
+	return errors.Join(errs...)
+}
+
+func shardOptions(cfg *Config, epoch int) source.Options {
+	o := source.Options{Epoch: epoch, Shuffle: cfg.Bool("shuffle"), Seed: uint64(cfg.Int("seed"))}
+	if ws := cfg.Int("world_size"); ws > 0 {
+		o.WorldSize, o.Rank = int(ws), max(0, int(cfg.Int("rank")))
+	} else if r := cfg.Int("rank"); r >= 0 {
+		o.Rank = int(r)
+	}
+	return o
+}
+
+type filesState struct {
+	files *source.Files
+	bufs  source.BufferProvider
+}
+
+func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
+	v, err := b.Keep(func() (any, func() error, error) {
+		files, err := source.Dir(cfg.String("dir"), cfg.Strings("extensions")...)
+		if err != nil {
+			return nil, nil, err
+		}
+		st := &filesState{files: files}
+		if sz := cfg.Int("read_buffers"); sz > 0 {
+			u, err := uma.New(uma.Config{})
+			if err != nil {
+				return nil, nil, err
+			}
+			pool, err := u.NewPool(b.Name+"-buffers", sz, uma.ArenaOptions{Registered: true})
+			if err != nil {
+				u.Close()
+				return nil, nil, err
+			}
+			if st.bufs, err = umabuf.New(pool); err != nil {
+				return nil, nil, errors.Join(err, pool.Close(), u.Close())
+			}
+			b.Info("reads land in a %s UMA pool registered with the rings", formatHuman(sz))
+			// Close fails if any lease is still out: a leak surfaces here.
+			return st, func() error { return errors.Join(pool.Close(), u.Close()) }, nil
+		}
+		return st, nil, nil
+	})
+	if err != nil {
+		return Stream{}, err
+	}
+	st := v.(*filesState)
+	if io := source.IOStatus(); io.Reason != "" {
+		b.Info("reader %s (%s)", io.Backend, io.Reason)
+	} else {
+		b.Info("reader %s", io.Backend)
+	}
+	o := shardOptions(cfg, b.Epoch)
+	o.Workers, o.Buffers = int(cfg.Int("readers")), st.bufs
+	o.Reader = source.ReaderOptions{DropCache: cfg.Bool("drop_cache")}
+	return Wrap(SampleType, flowsrc.Files(b.Graph, b.Name, st.files, o))
+}
+
+func buildTar(b *Build, cfg *Config, _ Stream) (Stream, error) {
+	v, err := b.Keep(func() (any, func() error, error) {
+		ds, err := source.TarGlob(cfg.Strings("paths")...)
+		return ds, nil, err
+	})
+	if err != nil {
+		return Stream{}, err
+	}
+	o := shardOptions(cfg, b.Epoch)
+	o.ShuffleBuffer, o.Skip = int(cfg.Int("shuffle_buffer")), cfg.Bool("skip_bad")
+	return Wrap(SampleType, flowsrc.Tar(b.Graph, b.Name, v.(*source.TarShards), o))
+}
+
+func buildTables(b *Build, cfg *Config, _ Stream) (Stream, error) {
+	v, err := b.Keep(func() (any, func() error, error) {
+		files, err := source.Glob(cfg.Strings("paths")...)
+		if err != nil {
+			return nil, nil, err
+		}
+		paths := files.Paths()
+		format := cfg.String("format")
+		if format == "auto" {
+			format = "arrow"
+			if len(paths) > 0 && strings.EqualFold(filepath.Ext(paths[0]), ".parquet") {
+				format = "parquet"
+			}
+		}
+		if format == "parquet" {
+			return source.NewParquet(paths, cfg.Strings("columns")...), nil, nil
+		}
+		return source.NewArrowIPC(paths, cfg.Strings("columns")...), nil, nil
+	})
+	if err != nil {
+		return Stream{}, err
+	}
+	return Wrap(TableType, flowsrc.Tables(b.Graph, b.Name, v.(*source.Tables), shardOptions(cfg, b.Epoch)))
+}
+
+func buildGenerate(b *Build, cfg *Config, _ Stream) (Stream, error) {
+	im := synth.Image{Width: int(cfg.Int("width")), Height: int(cfg.Int("height")), Quality: int(cfg.Int("quality")), Noise: 72}
+	seed := uint64(cfg.Int("seed"))
+	v, err := b.Keep(func() (any, func() error, error) {
+		imgs := make([][]byte, cfg.Int("distinct"))
+		for i := range imgs {
+			data, err := synth.JPEG(im, seed, i)
+			if err != nil {
+				return nil, nil, err
+			}
+			imgs[i] = data
+		}
+		return imgs, nil, nil
+	})
+	if err != nil {
+		return Stream{}, err
+	}
+	imgs := v.([][]byte)
+	items := cfg.Int("items")
+	epoch := b.Epoch
+	return Wrap(SampleType, flow.Source(b.Graph, b.Name, func(ctx context.Context, out *flow.Emitter[*source.Sample]) error {
+		for i := range items {
+			data := imgs[int(i)%len(imgs)]
+			if err := out.Reserve(ctx, int64(len(data))); err != nil {
+				return err
+			}
+			s := &source.Sample{Key: fmt.Sprintf("gen/%d/%08d", epoch, i), Fields: []source.Field{{Name: "jpg", Data: data}}}
+			if err := out.Emit(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
+	samples, err := Unwrap[*source.Sample](in)
+	if err != nil {
+		return Stream{}, err
+	}
+	backend := map[string]decode.Backend{"auto": decode.BackendAuto, "turbojpeg": decode.BackendTurbo, "std": decode.BackendStd}[cfg.String("backend")]
+	v, err := b.Keep(func() (any, func() error, error) {
+		dec, err := decode.NewDecoder(decode.Options{Backend: backend})
+		if err != nil {
+			return nil, nil, err
+		}
+		return dec, dec.Close, nil
+	})
+	if err != nil {
+		return Stream{}, err
+	}
+	dec := v.(*decode.Decoder)
+	if why := dec.FallbackReason(); why != nil {
+		b.Info("JPEG decoder: Go standard library (%v)", why)
+	} else {
+		b.Info("JPEG decoder: %s", dec.Backend())
+	}
+	tr := decode.Transform{
+		Resize: int(cfg.Int("resize")), CenterCrop: int(cfg.Int("center_crop")), RandomCrop: int(cfg.Int("random_crop")),
+		FlipProb: cfg.Float("flip"), Layout: decode.CHW, Seed: uint64(cfg.Int("seed")),
+	}
+	if cfg.String("layout") == "hwc" {
+		tr.Layout = decode.HWC
+	}
+	if cfg.String("normalize") == "imagenet" {
+		tr.Normalize = decode.ImageNet()
+	}
+	if err := tr.Validate(); err != nil {
+		return Stream{}, err
+	}
+	labelOf := func(*source.Sample) int64 { return -1 }
+	switch cfg.String("label") {
+	case "folder":
+		src := b.Pipeline.Source
+		if src.Kind.Name != "files" {
+			return Stream{}, fmt.Errorf("label: folder needs a files source, not %s", src.Kind.Name)
+		}
+		idx, err := imagefolder.ClassIndex(src.Config.String("dir"))
+		if err != nil {
+			return Stream{}, err
+		}
+		labelOf = func(s *source.Sample) int64 { return idx(s.Key) }
+	case "field":
+		name := cfg.String("label_field")
+		labelOf = func(s *source.Sample) int64 {
+			n, err := strconv.ParseInt(strings.TrimSpace(string(s.Field(name))), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	field := cfg.String("field")
+	workers := int(cfg.Int("workers"))
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	st, err := decode.NewStage(b.Name, dec, decode.StageConfig{Workers: workers, Ordered: cfg.Bool("ordered"), Transform: tr},
+		func(s *source.Sample) decode.Encoded {
+			e := decode.Encoded{Key: s.Key, Label: labelOf(s)}
+			switch {
+			case field != "":
+				e.Data = s.Field(field)
+			case len(s.Fields) > 0:
+				e.Data = s.Fields[0].Data
+			}
+			return e
+		})
+	if err != nil {
+		return Stream{}, err
+	}
+	return Wrap(ImageType, flow.Via(samples, st))
+}
+
+func buildBatch(b *Build, cfg *Config, in Stream) (Stream, error) {
+	imgs, err := Unwrap[*decode.Sample](in)
+	if err != nil {
+		return Stream{}, err
+	}
+	return Wrap(ImagesType, flow.Via(imgs, stage.Batch[*decode.Sample](b.Name, int(cfg.Int("size")), cfg.Duration("max_wait")), flow.QueueSize(1)))
+}
+
+func buildCollate(b *Build, _ *Config, in Stream) (Stream, error) {
+	groups, err := Unwrap[[]*decode.Sample](in)
+	if err != nil {
+		return Stream{}, err
+	}
+	return Wrap(BatchType, flow.Via(groups, decode.Collate(b.Name), flow.QueueSize(1)))
+}
+
+func buildToTensors(b *Build, cfg *Config, in Stream) (Stream, error) {
+	tables, err := Unwrap[*source.Batch](in)
+	if err != nil {
+		return Stream{}, err
+	}
+	want := cfg.Strings("columns")
+	return Wrap(TensorsType, flow.Via(tables, stage.Map(b.Name, func(_ context.Context, tb *source.Batch) (*Tensors, error) {
+		return columnsToTensors(tb, want)
+	})))
+}
+
+// columnsToTensors converts the named columns of tb (all when names is empty).
+func columnsToTensors(tb *source.Batch, names []string) (*Tensors, error) {
+	rec := tb.Record
+	sch := rec.Schema()
+	if len(names) == 0 {
+		for _, f := range sch.Fields() {
+			names = append(names, f.Name)
+		}
+	}
+	rows := int(rec.NumRows())
+	t := &Tensors{Rows: rows, Names: names, Tensors: make([]decode.Tensor, len(names))}
+	for i, name := range names {
+		idx := sch.FieldIndices(name)
+		if len(idx) == 0 {
+			return nil, fmt.Errorf("%s batch %d: no column %q", tb.File, tb.Index, name)
+		}
+		col := rec.Column(idx[0])
+		dst := &t.Tensors[i]
+		if err := columnTensor(dst, col, rows); err != nil {
+			return nil, fmt.Errorf("%s batch %d, column %q: %w", tb.File, tb.Index, name, err)
+		}
+	}
+	return t, nil
+}
+
+func columnTensor(dst *decode.Tensor, col arrow.Array, rows int) error {
+	if col.NullN() > 0 {
+		return fmt.Errorf("%d null values", col.NullN())
+	}
+	switch c := col.(type) {
+	case *array.Binary:
+		if rows == 0 {
+			dst.DType, dst.Shape = decode.Uint8, []int{0, 0}
+			return nil
+		}
+		w := len(c.Value(0))
+		dst.DType, dst.Shape, dst.U8 = decode.Uint8, []int{rows, w}, make([]uint8, 0, rows*w)
+		for r := range rows {
+			v := c.Value(r)
+			if len(v) != w {
+				return fmt.Errorf("row %d holds %d bytes, row 0 %d: binary rows must have one length", r, len(v), w)
+			}
+			dst.U8 = append(dst.U8, v...)
+		}
+		return nil
+	case *array.FixedSizeBinary:
+		w := c.DataType().(*arrow.FixedSizeBinaryType).ByteWidth
+		dst.DType, dst.Shape, dst.U8 = decode.Uint8, []int{rows, w}, make([]uint8, 0, rows*w)
+		for r := range rows {
+			dst.U8 = append(dst.U8, c.Value(r)...)
+		}
+		return nil
+	case array.ListLike:
+		if rows == 0 {
+			dst.DType, dst.Shape = decode.Float32, []int{0, 0}
+			return nil
+		}
+		s, e := c.ValueOffsets(0)
+		return decode.ArrowToFloat32(dst, col, []int{int(e - s)})
+	}
+	dst.DType, dst.Shape, dst.F32 = decode.Float32, []int{rows}, make([]float32, rows)
+	var get func(int) float64
+	switch c := col.(type) {
+	case *array.Int8:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	case *array.Int16:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	case *array.Int32:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	case *array.Int64:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	case *array.Uint8:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	case *array.Uint16:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	case *array.Uint32:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	case *array.Uint64:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	case *array.Float32:
+		get = func(i int) float64 { return float64(c.Value(i)) }
+	case *array.Float64:
+		get = c.Value
+	case *array.Boolean:
+		get = func(i int) float64 {
+			if c.Value(i) {
+				return 1
+			}
+			return 0
+		}
+	default:
+		return fmt.Errorf("type %s cannot become a tensor (numbers, booleans, lists of numbers and binary can)", col.DataType())
+	}
+	for r := range rows {
+		dst.F32[r] = float32(get(r))
+	}
+	return nil
+}
+
+func buildDiscard(b *Build, _ *Config, in Stream) (Stream, error) {
+	t := in.Type
+	in.Sink(b.Name, func(_ context.Context, v any) error {
+		return b.Deliver(t.Count(v))
+	})
+	return Stream{}, nil
+}

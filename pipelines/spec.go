@@ -1,0 +1,510 @@
+package pipelines
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/stage"
+)
+
+// ParamType is the type of a kind's parameter.
+type ParamType int
+
+// The parameter types. Bytes accept a size with an optional KiB, MiB, GiB or
+// TiB suffix (also K, M, G, T as binary multiples); Duration a Go duration
+// ("50ms"); Enum one of the declared words.
+const (
+	String ParamType = iota
+	Int
+	Float
+	Bool
+	Bytes
+	Duration
+	Enum
+	StringList
+)
+
+var paramTypeNames = [...]string{"string", "int", "float", "bool", "bytes", "duration", "enum", "list of strings"}
+
+func (t ParamType) String() string {
+	if int(t) < len(paramTypeNames) {
+		return paramTypeNames[t]
+	}
+	return "ParamType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Param declares one parameter of a kind: its name, type, default, range and one
+// line of documentation. Build params with [IntParam], [StringParam] and the
+// other constructors.
+type Param struct {
+	Name string
+	Type ParamType
+	Doc  string
+	// Default is the value when the file does not set it: string, int64,
+	// float64, bool, int64 (Bytes), time.Duration or []string by Type. Ignored
+	// when Required.
+	Default  any
+	Required bool
+	// Min and Max bound Int, Float, Bytes and Duration values (Duration in
+	// nanoseconds) when HasRange.
+	HasRange bool
+	Min, Max float64
+	// Values lists the words an Enum accepts.
+	Values []string
+	// Words are the words a Bytes parameter accepts besides sizes ("max": -1).
+	Words map[string]int64
+}
+
+// WithWords returns p accepting the words besides sizes (Bytes parameters).
+func (p Param) WithWords(words map[string]int64) Param { p.Words = words; return p }
+
+func sortedWords(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for w := range m {
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// StringParam declares a string parameter.
+func StringParam(name, def, doc string) Param {
+	return Param{Name: name, Type: String, Default: def, Doc: doc}
+}
+
+// IntParam declares an integer parameter within [min, max].
+func IntParam(name string, def, min, max int64, doc string) Param {
+	return Param{Name: name, Type: Int, Default: def, Doc: doc, HasRange: true, Min: float64(min), Max: float64(max)}
+}
+
+// FloatParam declares a floating-point parameter within [min, max].
+func FloatParam(name string, def, min, max float64, doc string) Param {
+	return Param{Name: name, Type: Float, Default: def, Doc: doc, HasRange: true, Min: min, Max: max}
+}
+
+// BoolParam declares a boolean parameter.
+func BoolParam(name string, def bool, doc string) Param {
+	return Param{Name: name, Type: Bool, Default: def, Doc: doc}
+}
+
+// BytesParam declares a byte size within [min, max].
+func BytesParam(name string, def, min, max int64, doc string) Param {
+	return Param{Name: name, Type: Bytes, Default: def, Doc: doc, HasRange: true, Min: float64(min), Max: float64(max)}
+}
+
+// DurationParam declares a duration within [min, max].
+func DurationParam(name string, def, min, max time.Duration, doc string) Param {
+	return Param{Name: name, Type: Duration, Default: def, Doc: doc, HasRange: true, Min: float64(min), Max: float64(max)}
+}
+
+// EnumParam declares a parameter that takes one of values; def must be one of them.
+func EnumParam(name, def string, values []string, doc string) Param {
+	return Param{Name: name, Type: Enum, Default: def, Doc: doc, Values: values}
+}
+
+// StringListParam declares a list of strings.
+func StringListParam(name string, def []string, doc string) Param {
+	return Param{Name: name, Type: StringList, Default: def, Doc: doc}
+}
+
+func (p Param) withoutWords() Param { p.Words = nil; return p }
+
+// Require marks p as required (it has no default).
+func (p Param) Require() Param { p.Required = true; p.Default = nil; return p }
+
+// check reports a declaration mistake in p.
+func (p Param) check() error {
+	if p.Name == "" || p.Doc == "" {
+		return fmt.Errorf("parameter %q: needs a name and one line of documentation", p.Name)
+	}
+	if p.Required {
+		return nil
+	}
+	ok := false
+	switch p.Type {
+	case String:
+		_, ok = p.Default.(string)
+	case Int, Bytes:
+		_, ok = p.Default.(int64)
+	case Float:
+		_, ok = p.Default.(float64)
+	case Bool:
+		_, ok = p.Default.(bool)
+	case Duration:
+		_, ok = p.Default.(time.Duration)
+	case Enum:
+		var s string
+		s, ok = p.Default.(string)
+		ok = ok && contains(p.Values, s)
+	case StringList:
+		_, ok = p.Default.([]string)
+	}
+	if !ok {
+		return fmt.Errorf("parameter %q: default %v (%T) does not fit type %s", p.Name, p.Default, p.Default, p.Type)
+	}
+	return nil
+}
+
+// DefaultString formats the default for documentation.
+func (p Param) DefaultString() string {
+	if p.Required {
+		return "required"
+	}
+	switch v := p.Default.(type) {
+	case string:
+		return strconv.Quote(v)
+	case int64:
+		for _, w := range sortedWords(p.Words) {
+			if p.Words[w] == v {
+				return w
+			}
+		}
+		if p.Type == Bytes {
+			return formatBytes(v)
+		}
+		return strconv.FormatInt(v, 10)
+	case []string:
+		return "[" + strings.Join(v, ", ") + "]"
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// RangeString formats the accepted values for documentation ("" when any).
+func (p Param) RangeString() string {
+	switch {
+	case p.Type == Enum:
+		return strings.Join(p.Values, " | ")
+	case !p.HasRange:
+		return ""
+	}
+	f := func(v float64) string {
+		switch p.Type {
+		case Bytes:
+			if v >= math.MaxInt64 {
+				return "∞"
+			}
+			return formatBytes(int64(v))
+		case Duration:
+			return time.Duration(v).String()
+		case Int:
+			if v >= math.MaxInt64 {
+				return "∞"
+			}
+			return strconv.FormatInt(int64(v), 10)
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return f(p.Min) + " … " + f(p.Max)
+}
+
+// Role says where a kind goes in a file.
+type Role int
+
+// The roles.
+const (
+	SourceRole Role = iota
+	StageRole
+	SinkRole
+)
+
+func (r Role) String() string {
+	switch r {
+	case SourceRole:
+		return "source"
+	case StageRole:
+		return "stage"
+	case SinkRole:
+		return "sink"
+	}
+	return "Role(" + strconv.Itoa(int(r)) + ")"
+}
+
+// AnyType as a sink's In accepts every element type.
+const AnyType = "any"
+
+// BuildFunc constructs one node of a graph: a source ignores in and returns its
+// output, a stage returns the stream that follows in, a sink consumes in and
+// returns the zero Stream.
+type BuildFunc func(b *Build, cfg *Config, in Stream) (Stream, error)
+
+// Kind is one registered source, stage or sink kind.
+type Kind struct {
+	Name string
+	Role Role
+	Doc  string
+	// In and Out name the element types read and written ("" where the role has
+	// none; a sink's In may be [AnyType]).
+	In, Out string
+	Params  []Param
+	Build   BuildFunc
+}
+
+// Param returns the parameter called name.
+func (k *Kind) Param(name string) (Param, bool) {
+	for _, p := range k.Params {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Param{}, false
+}
+
+// ElemType is a registered element type: a Go type flowing on an edge, with the
+// typed fan-out, merge and sink operations graphs built from files need.
+type ElemType struct {
+	Name, Doc string
+	goType    reflect.Type
+	broadcast func(s any, name string, n int) []any
+	roundRob  func(s any, name string, n int) []any
+	merge     func(name string, ss []any) any
+	sink      func(s any, name string, fn func(ctx context.Context, v any) error)
+	count     func(v any) (items, bytes int64)
+	// broadcastable is false for Releasers that are not Retainers: their
+	// resources cannot be shared by several readers.
+	broadcastable bool
+}
+
+// NewType declares an element type of Go type T; count says how many samples and
+// payload bytes one element holds (for progress and limits).
+func NewType[T any](name, doc string, count func(T) (items, bytes int64)) *ElemType {
+	return &ElemType{
+		Name: name, Doc: doc, goType: reflect.TypeFor[T](),
+		broadcast: func(s any, name string, n int) []any {
+			return wrapAll(flow.Broadcast(s.(flow.Stream[T]), name, n))
+		},
+		roundRob: func(s any, name string, n int) []any {
+			return wrapAll(flow.RoundRobin(s.(flow.Stream[T]), name, n))
+		},
+		merge: func(name string, ss []any) any {
+			ins := make([]flow.Stream[T], len(ss))
+			for i, s := range ss {
+				ins[i] = s.(flow.Stream[T])
+			}
+			return flow.Merge(name, ins...)
+		},
+		sink: func(s any, name string, fn func(ctx context.Context, v any) error) {
+			flow.Sink(s.(flow.Stream[T]), name, func(ctx context.Context, v T) error { return fn(ctx, v) })
+		},
+		count: func(v any) (int64, int64) { return count(v.(T)) },
+		broadcastable: !reflect.TypeFor[T]().Implements(reflect.TypeFor[stage.Releaser]()) ||
+			reflect.TypeFor[T]().Implements(reflect.TypeFor[stage.Retainer]()),
+	}
+}
+
+// Broadcastable reports whether several readers can each get every element
+// (fanout: broadcast); elements owning buffers without reference counts cannot.
+func (t *ElemType) Broadcastable() bool { return t.broadcastable }
+
+func wrapAll[T any](ss []flow.Stream[T]) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// GoType is the Go type of the elements.
+func (t *ElemType) GoType() reflect.Type { return t.goType }
+
+// Count returns how many samples and payload bytes v holds.
+func (t *ElemType) Count(v any) (items, bytes int64) { return t.count(v) }
+
+// Stream is a typed flow stream with its element type, as builders pass them.
+type Stream struct {
+	Type *ElemType
+	s    any
+}
+
+// Wrap makes a Stream of s, whose elements must be of t's Go type.
+func Wrap[T any](t *ElemType, s flow.Stream[T]) (Stream, error) {
+	if t.goType != reflect.TypeFor[T]() {
+		return Stream{}, fmt.Errorf("element type %s is %v, not %v", t.Name, t.goType, reflect.TypeFor[T]())
+	}
+	return Stream{Type: t, s: s}, nil
+}
+
+// Unwrap returns the typed stream inside s.
+func Unwrap[T any](s Stream) (flow.Stream[T], error) {
+	fs, ok := s.s.(flow.Stream[T])
+	if !ok {
+		name := "none"
+		if s.Type != nil {
+			name = s.Type.Name
+		}
+		return flow.Stream[T]{}, fmt.Errorf("input is %s, not a stream of %v", name, reflect.TypeFor[T]())
+	}
+	return fs, nil
+}
+
+// Sink consumes s with fn, called for every element; the graph releases the
+// element when fn returns.
+func (s Stream) Sink(name string, fn func(ctx context.Context, v any) error) {
+	s.Type.sink(s.s, name, fn)
+}
+
+// Registry holds element types and kinds. The zero value is not usable: call
+// [NewRegistry] or use [Default]. It is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	kinds map[string]*Kind
+	types map[string]*ElemType
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{kinds: map[string]*Kind{}, types: map[string]*ElemType{}}
+}
+
+var (
+	defaultOnce sync.Once
+	defaultReg  *Registry
+)
+
+// Default returns the registry of every built-in element type and kind.
+func Default() *Registry {
+	defaultOnce.Do(func() {
+		defaultReg = NewRegistry()
+		if err := RegisterBuiltins(defaultReg); err != nil {
+			panic("pipelines: built-in registrations: " + err.Error()) // a bug caught by every test
+		}
+	})
+	return defaultReg
+}
+
+// RegisterType adds an element type; its name must be new.
+func (r *Registry) RegisterType(t *ElemType) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t == nil || t.Name == "" || t.Doc == "" || t.Name == AnyType {
+		return fmt.Errorf("pipelines: element type needs a name (not %q) and a doc line", AnyType)
+	}
+	if _, dup := r.types[t.Name]; dup {
+		return fmt.Errorf("pipelines: element type %q registered twice", t.Name)
+	}
+	r.types[t.Name] = t
+	return nil
+}
+
+// Register adds a kind; its name must be new, its element types registered and
+// its parameters well declared.
+func (r *Registry) Register(k Kind) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k.Name == "" || k.Doc == "" || k.Build == nil {
+		return fmt.Errorf("pipelines: kind %q needs a name, a doc line and a constructor", k.Name)
+	}
+	if _, dup := r.kinds[k.Name]; dup {
+		return fmt.Errorf("pipelines: kind %q registered twice", k.Name)
+	}
+	needIn, needOut := k.Role != SourceRole, k.Role != SinkRole
+	if (k.In != "") != needIn || (k.Out != "") != needOut {
+		return fmt.Errorf("pipelines: kind %q: a %s has %s", k.Name, k.Role, map[Role]string{SourceRole: "an output type and no input", StageRole: "an input and an output type", SinkRole: "an input type and no output"}[k.Role])
+	}
+	for _, t := range []string{k.In, k.Out} {
+		if t == "" || (t == AnyType && k.Role == SinkRole) {
+			continue
+		}
+		if _, ok := r.types[t]; !ok {
+			return fmt.Errorf("pipelines: kind %q: element type %q is not registered", k.Name, t)
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range k.Params {
+		if seen[p.Name] {
+			return fmt.Errorf("pipelines: kind %q: parameter %q declared twice", k.Name, p.Name)
+		}
+		seen[p.Name] = true
+		if err := p.check(); err != nil {
+			return fmt.Errorf("pipelines: kind %q: %w", k.Name, err)
+		}
+	}
+	kk := k
+	r.kinds[k.Name] = &kk
+	return nil
+}
+
+// Kind returns the kind called name.
+func (r *Registry) Kind(name string) (*Kind, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	k, ok := r.kinds[name]
+	return k, ok
+}
+
+// Type returns the element type called name.
+func (r *Registry) Type(name string) (*ElemType, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.types[name]
+	return t, ok
+}
+
+// Kinds lists the kinds: sources, then stages, then sinks, each by name.
+func (r *Registry) Kinds() []*Kind {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*Kind, 0, len(r.kinds))
+	for _, k := range r.kinds {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Role != out[j].Role {
+			return out[i].Role < out[j].Role
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Types lists the element types by name.
+func (r *Registry) Types() []*ElemType {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*ElemType, 0, len(r.types))
+	for _, t := range r.types {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (r *Registry) kindNames(role Role) []string {
+	var names []string
+	for _, k := range r.Kinds() {
+		if k.Role == role {
+			names = append(names, k.Name)
+		}
+	}
+	return names
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// formatBytes writes n with the largest binary unit that divides it.
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.m == 0 {
+			return strconv.FormatInt(n/u.m, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
