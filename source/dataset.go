@@ -49,9 +49,18 @@ type Options struct {
 	Budget Budget
 	// ChunkSize is the read size for tar shards (default 1 MiB).
 	ChunkSize int
+	// MaxMember is the largest tar member read (default [DefaultMaxMember]);
+	// a larger one is an error (with Skip, that member alone is dropped).
+	// Member sizes are also checked against the bytes left in the shard
+	// before anything is allocated.
+	MaxMember int64
 
 	// Skip turns bad input (missing file, read error, truncated tar, corrupt
 	// table) into a counted skip instead of an error, up to MaxSkips (0: no limit).
+	// A tar member over MaxMember is dropped alone; after a corrupt tar header
+	// reading resumes at the next valid header; a truncated shard (no
+	// end-of-archive marker) ends there. [LossReporter] says how many bytes
+	// were passed over.
 	Skip     bool
 	MaxSkips int64
 }
@@ -149,6 +158,15 @@ type Iterator[T any] interface {
 	Close() error
 }
 
+// DefaultMaxMember is the default of [Options.MaxMember]: 1 GiB.
+const DefaultMaxMember = 1 << 30
+
+// LossReporter is implemented by iterators that can say how many bytes of
+// input their skips passed over (tar shards).
+type LossReporter interface {
+	LostBytes() int64
+}
+
 // ErrTooManySkips is wrapped by the error returned when Options.MaxSkips is exceeded.
 var ErrTooManySkips = errors.New("source: too many bad inputs skipped")
 
@@ -185,6 +203,12 @@ func resolve(o Options) (resolved, error) {
 			return r, fmt.Errorf("source: resume position (epoch %d, seed %d, rank %d/%d) does not match options (epoch %d, seed %d, rank %d/%d)",
 				p.Epoch, p.Seed, p.Rank, p.WorldSize, o.Epoch, o.Seed, r.rank, r.world)
 		}
+	}
+	if o.MaxMember < 0 || o.MaxSkips < 0 {
+		return r, fmt.Errorf("source: negative option (MaxMember %d, MaxSkips %d)", o.MaxMember, o.MaxSkips)
+	}
+	if r.MaxMember == 0 {
+		r.MaxMember = DefaultMaxMember
 	}
 	r.Reader.defaults()
 	if r.ChunkSize <= 0 {
