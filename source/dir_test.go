@@ -49,10 +49,10 @@ func TestDirSymlinksAndCase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(os.Symlink(filepath.Join(elsewhere, "b"), filepath.Join(data, "b")))               // symlinked class folder
+	must(os.Symlink(filepath.Join(elsewhere, "b"), filepath.Join(data, "b")))                // symlinked class folder
 	must(os.Symlink(filepath.Join(elsewhere, "5.JPEG"), filepath.Join(data, "a", "5.JPEG"))) // symlinked file
 	must(os.Symlink(filepath.Join(data, "a"), filepath.Join(data, "c")))                     // a second way to a folder
-	must(syscall.Mkfifo(filepath.Join(data, "a", "pipe.jpg"), 0o644))                       // never read: it would block
+	must(syscall.Mkfifo(filepath.Join(data, "a", "pipe.jpg"), 0o644))                        // never read: it would block
 	link := filepath.Join(base, "link")
 	must(os.Symlink(data, link)) // symlinked root
 
