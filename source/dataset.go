@@ -179,21 +179,11 @@ type resolved struct {
 func resolve(o Options) (resolved, error) {
 	r := resolved{Options: o, rank: o.Rank, world: o.WorldSize}
 	if r.world == 0 {
-		r.world, r.rank = 1, 0
-		if v := os.Getenv("WORLD_SIZE"); v != "" {
-			w, err := strconv.Atoi(v)
-			if err != nil {
-				return r, fmt.Errorf("source: WORLD_SIZE=%q: %w", v, err)
-			}
-			r.world = w
+		sh, err := EnvSharding()
+		if err != nil {
+			return r, err
 		}
-		if v := os.Getenv("RANK"); v != "" {
-			k, err := strconv.Atoi(v)
-			if err != nil {
-				return r, fmt.Errorf("source: RANK=%q: %w", v, err)
-			}
-			r.rank = k
-		}
+		r.rank, r.world = sh.Rank, sh.WorldSize
 	}
 	if r.world < 1 || r.rank < 0 || r.rank >= r.world {
 		return r, fmt.Errorf("source: rank %d of world size %d is out of range", r.rank, r.world)
@@ -215,6 +205,51 @@ func resolve(o Options) (resolved, error) {
 		r.ChunkSize = 1 << 20
 	}
 	return r, nil
+}
+
+// Sharding is this process's share of a dataset: rank Rank of WorldSize reads
+// every WorldSize-th shard.
+type Sharding struct {
+	Rank, WorldSize int
+	// FromEnv is true when RANK or WORLD_SIZE was set in the environment.
+	FromEnv bool
+}
+
+// String says what the sharding means, for a launcher's first lines.
+func (s Sharding) String() string {
+	if s.WorldSize <= 1 {
+		return "not sharded: this process reads the whole dataset"
+	}
+	from := ""
+	if s.FromEnv {
+		from = " (RANK and WORLD_SIZE from the environment)"
+	}
+	return fmt.Sprintf("rank %d of %d%s: this process reads every %d-th shard or file, about 1/%d of the dataset", s.Rank, s.WorldSize, from, s.WorldSize, s.WorldSize)
+}
+
+// EnvSharding reads RANK and WORLD_SIZE (as torchrun sets them) the way
+// [Options] does when WorldSize is 0: unset (or empty) means rank 0 of 1; a value that
+// is not an integer, or a rank outside [0, WORLD_SIZE), is an error.
+func EnvSharding() (Sharding, error) {
+	sh := Sharding{WorldSize: 1}
+	if v := os.Getenv("WORLD_SIZE"); v != "" {
+		w, err := strconv.Atoi(v)
+		if err != nil || w < 1 {
+			return sh, fmt.Errorf("source: WORLD_SIZE=%q: want a positive integer", v)
+		}
+		sh.WorldSize, sh.FromEnv = w, true
+	}
+	if v := os.Getenv("RANK"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil {
+			return sh, fmt.Errorf("source: RANK=%q: want an integer", v)
+		}
+		sh.Rank, sh.FromEnv = k, true
+	}
+	if sh.Rank < 0 || sh.Rank >= sh.WorldSize {
+		return sh, fmt.Errorf("source: RANK=%d is out of range for WORLD_SIZE=%d", sh.Rank, sh.WorldSize)
+	}
+	return sh, nil
 }
 
 // LocalRank returns LOCAL_RANK from the environment (0 when unset or invalid):

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -37,24 +39,23 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	c.ReadBuffers = 0 // package source's own buffers, as measured in docs/BENCHMARKS.md
 	fs := flag.NewFlagSet("psiflow-imagefolder", flag.ContinueOnError)
 	fs.StringVar(&c.Dir, "data", "", "image folder root with class subdirectories (required)")
-	fs.IntVar(&c.BatchSize, "batch", 64, "batch size")
-	fs.IntVar(&c.Workers, "workers", runtime.GOMAXPROCS(0), "decode goroutines")
-	fs.IntVar(&c.Readers, "readers", 0, "file readers (0: package source's default)")
-	budget := fs.String("budget", "32M", "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes")
-	fs.IntVar(&c.Queue, "queue", 4, "default edge queue size (elements); batch edges hold 1")
-	fs.IntVar(&c.Resize, "resize", 256, "Resize: shorter side")
-	fs.IntVar(&c.Crop, "crop", 224, "CenterCrop size")
-	fs.Int64Var(&c.Limit, "limit", 0, "stop after this many samples (0: all)")
+	flagval.IntVar(fs, &c.BatchSize, "batch", 64, 1, 1<<20, "batch size")
+	flagval.IntVar(fs, &c.Workers, "workers", runtime.GOMAXPROCS(0), 1, 4096, "decode goroutines")
+	flagval.IntVar(fs, &c.Readers, "readers", 0, 0, 4096, "file readers (0: package source's default)")
+	flagval.SizeVar(fs, &c.Budget, "budget", 32<<20, 1, 1<<50, "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes")
+	flagval.IntVar(fs, &c.Queue, "queue", 4, 1, 1<<20, "default edge queue size (elements); batch edges hold 1")
+	flagval.IntVar(fs, &c.Resize, "resize", 256, 1, 65536, "Resize: shorter side")
+	flagval.IntVar(fs, &c.Crop, "crop", 224, 1, 65536, "CenterCrop size")
+	flagval.Int64Var(fs, &c.Limit, "limit", 0, 0, 1<<62, "stop after this many samples (0: all)")
 	fs.BoolVar(&c.Ordered, "ordered", false, "keep file order through decoding")
 	fs.BoolVar(&c.DropCache, "drop-cache", true, "drop each file's page cache after reading it")
 	backend := fs.String("backend", "auto", "JPEG decoder: auto (TurboJPEG if available) or std")
-	fs.IntVar(&c.Epochs, "epochs", 1, "passes over the folder")
+	flagval.IntVar(fs, &c.Epochs, "epochs", 1, 1, 1<<20, "passes over the folder")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	var err error
-	if c.Budget, err = parseSize(*budget); err != nil {
-		return c, fmt.Errorf("-budget: %w", err)
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	switch *backend {
 	case "auto":
@@ -66,6 +67,13 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	}
 	if c.Dir == "" {
 		return c, errors.New("-data is required")
+	}
+	sh, err := source.EnvSharding()
+	if err != nil {
+		return c, err
+	}
+	if sh.FromEnv { // stdout carries the protocol: say it on stderr, first
+		fmt.Fprintln(os.Stderr, "psiflow-imagefolder: sharding:", sh)
 	}
 	return c, c.Validate()
 }
@@ -80,22 +88,4 @@ func run(ctx context.Context, c imagefolder.Config, em *protocol.Emitter) error 
 		},
 	})
 	return err
-}
-
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suf string
-		m   int64
-	}{{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
-		if strings.HasSuffix(s, u.suf) {
-			s, mult = strings.TrimSuffix(s, u.suf), u.m
-			break
-		}
-	}
-	var v int64
-	if _, err := fmt.Sscan(s, &v); err != nil || v <= 0 {
-		return 0, fmt.Errorf("size %q: want a positive number with an optional K, M or G suffix", s)
-	}
-	return v * mult, nil
 }

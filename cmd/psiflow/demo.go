@@ -14,7 +14,9 @@ import (
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/demo"
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/source"
 )
 
 func init() {
@@ -28,15 +30,15 @@ func init() {
 func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	cfg := demo.DefaultConfig()
 	fs := newFlagSet("demo", stdout)
-	fs.IntVar(&cfg.Items, "items", cfg.Items, "samples to generate")
-	fs.IntVar(&cfg.ItemBytes, "size", cfg.ItemBytes, "bytes per sample")
-	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "decode workers")
-	fs.IntVar(&cfg.BatchSize, "batch", cfg.BatchSize, "samples per batch")
-	fs.Int64Var(&cfg.Budget, "budget", 0, "byte budget of the graph (bytes in flight); 0: a quarter of this process's cgroup memory limit (MemTotal when unlimited)")
+	flagval.IntVar(fs, &cfg.Items, "items", cfg.Items, 1, 1<<40, "samples to generate")
+	flagval.IntVar(fs, &cfg.ItemBytes, "size", cfg.ItemBytes, 16, 1<<30, "bytes per sample")
+	flagval.IntVar(fs, &cfg.Workers, "workers", cfg.Workers, 1, 4096, "decode workers")
+	flagval.IntVar(fs, &cfg.BatchSize, "batch", cfg.BatchSize, 1, 1<<20, "samples per batch")
+	flagval.SizeVar(fs, &cfg.Budget, "budget", 0, 0, 1<<50, "byte budget of the graph (bytes in flight, e.g. 256M); 0: a quarter of this process's cgroup memory limit (MemTotal when unlimited)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of the generated data")
 	progress := fs.Bool("progress", isTerminal(stdout), "show a live progress line (default: when stdout is a terminal)")
 	data := fs.String("data", "", "read this image folder (JPEG/PNG, e.g. from 'psiflow gen jpeg') through the real reader and decoder instead of generating samples")
-	epochs := fs.Int("epochs", 1, "with -data: passes over the folder")
+	epochs := flagval.Int(fs, "epochs", 1, 1, 1<<20, "with -data: passes over the folder")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	if err := parseFlags(fs, args); err != nil {
@@ -49,7 +51,14 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if *data != "" {
+		sh, err := source.EnvSharding()
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
 		fmt.Fprintf(stdout, "psiflow demo: %s → read → decode → Resize(256) → CenterCrop(224) → batch %d, %d decode workers\n", *data, cfg.BatchSize, cfg.Workers)
+		if sh.FromEnv {
+			fmt.Fprintf(stdout, "  sharding: %s\n", sh)
+		}
 	} else {
 		fmt.Fprintf(stdout, "psiflow demo: %d generated samples of %s → decode → batch %d → consume, %d decode workers\n",
 			cfg.Items, human(float64(cfg.ItemBytes)), cfg.BatchSize, cfg.Workers)
