@@ -52,7 +52,8 @@ type Options struct {
 	// MaxMember is the largest tar member read (default [DefaultMaxMember]);
 	// a larger one is an error (with Skip, that member alone is dropped).
 	// Member sizes are also checked against the bytes left in the shard
-	// before anything is allocated.
+	// before anything is allocated. For tables it bounds an Arrow IPC record
+	// batch's body and a Parquet column chunk's declared uncompressed size.
 	MaxMember int64
 
 	// Skip turns bad input (missing file, read error, truncated tar, corrupt
