@@ -52,6 +52,9 @@ func ParseSize(s string) (int64, error) {
 	}
 	if !strings.Contains(num, ".") {
 		v, err := strconv.ParseUint(num, 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, fmt.Errorf("size %q: want a non-negative number with an optional unit (K, M, G, T; KiB, MiB, GiB, TiB)", s)
+		}
 		if err != nil || v > math.MaxInt64>>shift {
 			return 0, fmt.Errorf("size %q: too large (the most is %d bytes, 8 EiB)", s, int64(math.MaxInt64))
 		}
