@@ -253,14 +253,19 @@ func EnvSharding() (Sharding, error) {
 	return sh, nil
 }
 
-// LocalRank returns LOCAL_RANK from the environment (0 when unset or invalid):
-// the rank within this machine, for choosing a device.
-func LocalRank() int {
-	v, err := strconv.Atoi(os.Getenv("LOCAL_RANK"))
-	if err != nil {
-		return 0
+// LocalRank returns LOCAL_RANK from the environment (0 when unset or empty):
+// the rank within this machine, for choosing a device. A value that is not a
+// non-negative integer is an error, not a silent 0.
+func LocalRank() (int, error) {
+	v := os.Getenv("LOCAL_RANK")
+	if v == "" {
+		return 0, nil
 	}
-	return v
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 0 {
+		return 0, fmt.Errorf("source: LOCAL_RANK=%q: want a non-negative integer", v)
+	}
+	return k, nil
 }
 
 func (r resolved) position() Position {

@@ -111,3 +111,37 @@ func TestDirEmpty(t *testing.T) {
 		}
 	}
 }
+
+func TestEnvShardingAndLocalRank(t *testing.T) {
+	for _, c := range []struct {
+		rank, world, local string
+		want                Sharding
+		bad                 bool
+	}{
+		{"", "", "", Sharding{WorldSize: 1}, false},
+		{"3", "8", "1", Sharding{Rank: 3, WorldSize: 8, FromEnv: true}, false},
+		{"8", "8", "", Sharding{}, true},
+		{"-1", "8", "", Sharding{}, true},
+		{"0", "0", "", Sharding{}, true},
+		{"x", "2", "", Sharding{}, true},
+		{"0", "2", "gpu0", Sharding{}, true},
+	} {
+		t.Setenv("RANK", c.rank)
+		t.Setenv("WORLD_SIZE", c.world)
+		t.Setenv("LOCAL_RANK", c.local)
+		sh, err := EnvSharding()
+		_, lerr := LocalRank()
+		if c.bad {
+			if err == nil && lerr == nil {
+				t.Errorf("RANK=%q WORLD_SIZE=%q LOCAL_RANK=%q accepted", c.rank, c.world, c.local)
+			}
+			continue
+		}
+		if err != nil || lerr != nil || sh != c.want {
+			t.Errorf("RANK=%q WORLD_SIZE=%q: %+v, %v, %v; want %+v", c.rank, c.world, sh, err, lerr, c.want)
+		}
+	}
+	if s := (Sharding{Rank: 1, WorldSize: 4, FromEnv: true}).String(); !strings.Contains(s, "rank 1 of 4") {
+		t.Errorf("String() = %q", s)
+	}
+}
