@@ -115,8 +115,8 @@ func TestDirEmpty(t *testing.T) {
 func TestEnvShardingAndLocalRank(t *testing.T) {
 	for _, c := range []struct {
 		rank, world, local string
-		want                Sharding
-		bad                 bool
+		want               Sharding
+		bad                bool
 	}{
 		{"", "", "", Sharding{WorldSize: 1}, false},
 		{"3", "8", "1", Sharding{Rank: 3, WorldSize: 8, FromEnv: true}, false},
