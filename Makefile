@@ -14,7 +14,7 @@ TEST_DEBS  := libturbojpeg0 python3-pil prometheus
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: all run build test test-rules test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
+.PHONY: fuzz fuzz-source all run build test test-rules test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
 
 all: build
 
@@ -87,6 +87,18 @@ bench-loaders: bench-deps build
 	./$(BIN) bench -data $(BENCH_DATA) -limit none,256M,128M -rounds 3 -cold -timeout 5m -- \
 	  dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
 	  psiflow=bin/psiflow-imagefolder -data {data}
+
+# Bounded fuzzing: each target runs FUZZTIME (default one minute). Their seed
+# corpora run with the normal tests. Findings and executions: docs/HOSTILE-INPUT.md.
+FUZZTIME ?= 1m
+fuzz: fuzz-source
+
+fuzz-source:
+	$(GO) test -run '^$$' -fuzz '^FuzzTarReader$$' -fuzztime $(FUZZTIME) ./source
+	$(GO) test -run '^$$' -fuzz '^FuzzParquetReader$$' -fuzztime $(FUZZTIME) ./source
+	$(GO) test -run '^$$' -fuzz '^FuzzArrowReader$$' -fuzztime $(FUZZTIME) ./source
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSize$$' -fuzztime $(FUZZTIME) ./internal/flagval
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFloat$$' -fuzztime $(FUZZTIME) ./internal/flagval
 
 clean:
 	rm -rf bin

@@ -21,6 +21,14 @@
 // cpu.shares, blkio.*, pids.max). Operations whose controller is missing fail with an
 // error wrapping [ErrNoController] that names the group and the files looked for.
 //
+// # Nothing outlives its owner
+//
+// [Group.Start] gives the child PR_SET_PDEATHSIG (SIGKILL). [Tree.New] records the
+// creating process on every directory of the group ([OwnerXattr], PID and start time);
+// [Tree.RemoveOrphans] removes, killing what is inside, the groups whose recorded owner
+// is gone. [Group.Watch] starts a watchdog process that removes the group as soon as
+// its owner dies without calling [Watchdog.Stop], grandchildren included.
+//
 // # What it does not own
 //
 // Reading and parsing PSI (*.pressure files), PSI triggers and v1 vmpressure belong to

@@ -221,7 +221,9 @@ func New(name string) (*Group, error) {
 // memory, cpu, io and pids controllers enabled where the parent offers them, and on v1
 // and hybrid hosts a directory in the memory, cpu, cpuacct, pids and blkio hierarchies.
 // name must be unique among live groups (include a test name and PID, or a job ID); an
-// existing group is an error. On failure nothing created is left behind.
+// existing group is an error. On failure nothing created is left behind. Each
+// directory records this process as the group's owner ([OwnerXattr]), so that
+// [Tree.RemoveOrphans] can sweep it if this process dies without removing it.
 //
 // On a pure v2 host whose root cgroup has processes of its own (a container without a
 // delegated subtree), the kernel refuses to enable controllers below it; New still
@@ -270,6 +272,7 @@ func (t *Tree) New(name string) (*Group, error) {
 		seen[key] = dir
 		g.v1[c] = dir
 	}
+	g.setOwner()
 	return g, nil
 }
 

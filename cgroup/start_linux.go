@@ -71,6 +71,10 @@ func trampoline(fdText, path string) {
 // the program must not run before. If joining fails the child is killed and reaped and
 // the error returned. The caller waits for cmd as usual (cmd.Wait).
 //
+// Unless cmd.SysProcAttr sets another Pdeathsig, the child gets SIGKILL when its
+// starter dies (PR_SET_PDEATHSIG): a killed launcher does not leave it running. Its
+// own children are not covered; [Group.Watch] and [Tree.RemoveOrphans] are.
+//
 // The blocked path re-executes the running binary, which must therefore import this
 // package (it does, since it calls Start). On it, a Path that exists but cannot be
 // executed shows up as exit status 127 with a message on the child's stderr, not as an
@@ -82,6 +86,18 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	if cmd.Err != nil {
 		return fmt.Errorf("cgroup %s: start: %w", g.name, cmd.Err)
 	}
+	// The child dies with the thread that started it (PR_SET_PDEATHSIG, kept across
+	// exec), unless the caller chose another signal.
+	saved := cmd.SysProcAttr
+	attr := &syscall.SysProcAttr{}
+	if saved != nil {
+		*attr = *saved
+	}
+	if attr.Pdeathsig == 0 {
+		attr.Pdeathsig = syscall.SIGKILL
+	}
+	cmd.SysProcAttr = attr
+	defer func() { cmd.SysProcAttr = saved }()
 	if len(g.v1) == 0 && g.v2 != "" {
 		err := g.startInto(cmd)
 		if !errors.Is(err, syscall.ENOSYS) && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.E2BIG) {

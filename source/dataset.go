@@ -49,9 +49,19 @@ type Options struct {
 	Budget Budget
 	// ChunkSize is the read size for tar shards (default 1 MiB).
 	ChunkSize int
+	// MaxMember is the largest tar member read (default [DefaultMaxMember]);
+	// a larger one is an error (with Skip, that member alone is dropped).
+	// Member sizes are also checked against the bytes left in the shard
+	// before anything is allocated. For tables it bounds an Arrow IPC record
+	// batch's body and a Parquet column chunk's declared uncompressed size.
+	MaxMember int64
 
 	// Skip turns bad input (missing file, read error, truncated tar, corrupt
 	// table) into a counted skip instead of an error, up to MaxSkips (0: no limit).
+	// A tar member over MaxMember is dropped alone; after a corrupt tar header
+	// reading resumes at the next valid header; a truncated shard (no
+	// end-of-archive marker) ends there. [LossReporter] says how many bytes
+	// were passed over.
 	Skip     bool
 	MaxSkips int64
 }
@@ -149,6 +159,15 @@ type Iterator[T any] interface {
 	Close() error
 }
 
+// DefaultMaxMember is the default of [Options.MaxMember]: 1 GiB.
+const DefaultMaxMember = 1 << 30
+
+// LossReporter is implemented by iterators that can say how many bytes of
+// input their skips passed over (tar shards).
+type LossReporter interface {
+	LostBytes() int64
+}
+
 // ErrTooManySkips is wrapped by the error returned when Options.MaxSkips is exceeded.
 var ErrTooManySkips = errors.New("source: too many bad inputs skipped")
 
@@ -161,21 +180,11 @@ type resolved struct {
 func resolve(o Options) (resolved, error) {
 	r := resolved{Options: o, rank: o.Rank, world: o.WorldSize}
 	if r.world == 0 {
-		r.world, r.rank = 1, 0
-		if v := os.Getenv("WORLD_SIZE"); v != "" {
-			w, err := strconv.Atoi(v)
-			if err != nil {
-				return r, fmt.Errorf("source: WORLD_SIZE=%q: %w", v, err)
-			}
-			r.world = w
+		sh, err := EnvSharding()
+		if err != nil {
+			return r, err
 		}
-		if v := os.Getenv("RANK"); v != "" {
-			k, err := strconv.Atoi(v)
-			if err != nil {
-				return r, fmt.Errorf("source: RANK=%q: %w", v, err)
-			}
-			r.rank = k
-		}
+		r.rank, r.world = sh.Rank, sh.WorldSize
 	}
 	if r.world < 1 || r.rank < 0 || r.rank >= r.world {
 		return r, fmt.Errorf("source: rank %d of world size %d is out of range", r.rank, r.world)
@@ -186,6 +195,12 @@ func resolve(o Options) (resolved, error) {
 				p.Epoch, p.Seed, p.Rank, p.WorldSize, o.Epoch, o.Seed, r.rank, r.world)
 		}
 	}
+	if o.MaxMember < 0 || o.MaxSkips < 0 {
+		return r, fmt.Errorf("source: negative option (MaxMember %d, MaxSkips %d)", o.MaxMember, o.MaxSkips)
+	}
+	if r.MaxMember == 0 {
+		r.MaxMember = DefaultMaxMember
+	}
 	r.Reader.defaults()
 	if r.ChunkSize <= 0 {
 		r.ChunkSize = 1 << 20
@@ -193,14 +208,64 @@ func resolve(o Options) (resolved, error) {
 	return r, nil
 }
 
-// LocalRank returns LOCAL_RANK from the environment (0 when unset or invalid):
-// the rank within this machine, for choosing a device.
-func LocalRank() int {
-	v, err := strconv.Atoi(os.Getenv("LOCAL_RANK"))
-	if err != nil {
-		return 0
+// Sharding is this process's share of a dataset: rank Rank of WorldSize reads
+// every WorldSize-th shard.
+type Sharding struct {
+	Rank, WorldSize int
+	// FromEnv is true when RANK or WORLD_SIZE was set in the environment.
+	FromEnv bool
+}
+
+// String says what the sharding means, for a launcher's first lines.
+func (s Sharding) String() string {
+	if s.WorldSize <= 1 {
+		return "not sharded: this process reads the whole dataset"
 	}
-	return v
+	from := ""
+	if s.FromEnv {
+		from = " (RANK and WORLD_SIZE from the environment)"
+	}
+	return fmt.Sprintf("rank %d of %d%s: this process reads every %d-th shard or file, about 1/%d of the dataset", s.Rank, s.WorldSize, from, s.WorldSize, s.WorldSize)
+}
+
+// EnvSharding reads RANK and WORLD_SIZE (as torchrun sets them) the way
+// [Options] does when WorldSize is 0: unset (or empty) means rank 0 of 1; a value that
+// is not an integer, or a rank outside [0, WORLD_SIZE), is an error.
+func EnvSharding() (Sharding, error) {
+	sh := Sharding{WorldSize: 1}
+	if v := os.Getenv("WORLD_SIZE"); v != "" {
+		w, err := strconv.Atoi(v)
+		if err != nil || w < 1 {
+			return sh, fmt.Errorf("source: WORLD_SIZE=%q: want a positive integer", v)
+		}
+		sh.WorldSize, sh.FromEnv = w, true
+	}
+	if v := os.Getenv("RANK"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil {
+			return sh, fmt.Errorf("source: RANK=%q: want an integer", v)
+		}
+		sh.Rank, sh.FromEnv = k, true
+	}
+	if sh.Rank < 0 || sh.Rank >= sh.WorldSize {
+		return sh, fmt.Errorf("source: RANK=%d is out of range for WORLD_SIZE=%d", sh.Rank, sh.WorldSize)
+	}
+	return sh, nil
+}
+
+// LocalRank returns LOCAL_RANK from the environment (0 when unset or empty):
+// the rank within this machine, for choosing a device. A value that is not a
+// non-negative integer is an error, not a silent 0.
+func LocalRank() (int, error) {
+	v := os.Getenv("LOCAL_RANK")
+	if v == "" {
+		return 0, nil
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 0 {
+		return 0, fmt.Errorf("source: LOCAL_RANK=%q: want a non-negative integer", v)
+	}
+	return k, nil
 }
 
 func (r resolved) position() Position {

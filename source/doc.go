@@ -52,6 +52,18 @@
 // table) fails the iteration with an error naming the file and offset, or
 // with [Options.Skip] is counted and skipped up to [Options.MaxSkips].
 //
+// # Hostile input
+//
+// No size read from a file is trusted: a tar member's size is checked against
+// the bytes left in the shard and [Options.MaxMember] before anything is
+// allocated, a shard without its end-of-archive marker is an error, and
+// Parquet and Arrow footers are checked against the file. With Skip, a tar
+// member over the limit is dropped alone and a corrupt header is passed over
+// to the next valid one ([ValidTarHeader]); [LossReporter] says how many bytes
+// were lost. [Dir] follows symlinks with loop detection, matches extensions
+// in any case and returns [ErrEmptyDataset] rather than an empty dataset.
+// docs/HOSTILE-INPUT.md has the table of inputs tried.
+//
 // # What this package does not own
 //
 // Decoding (stage/decode), memory ownership (uma), pressure levels and the

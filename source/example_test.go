@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -68,4 +69,33 @@ func ExampleFiles_Samples() {
 	// sample 1
 	// sample 3
 	// sample 5
+}
+
+// A dataset folder that holds nothing to read is an error that says what was
+// looked for and what was found.
+func ExampleDir_empty() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(dir, "photo.JPG"), []byte("x"), 0o644)
+
+	d, err := source.Dir(dir, ".jpg")
+	fmt.Println(len(d.Paths()), err)
+	_, err = source.Dir(dir, ".png")
+	fmt.Println(errors.Is(err, source.ErrEmptyDataset))
+	// Output:
+	// 1 <nil>
+	// true
+}
+
+// The sharding a launcher should announce before it reads anything.
+func ExampleEnvSharding() {
+	os.Setenv("RANK", "1")
+	os.Setenv("WORLD_SIZE", "4")
+	defer os.Unsetenv("RANK")
+	defer os.Unsetenv("WORLD_SIZE")
+	sh, err := source.EnvSharding()
+	fmt.Println(sh, err)
+	// Output:
+	// rank 1 of 4 (RANK and WORLD_SIZE from the environment): this process reads every 4-th shard or file, about 1/4 of the dataset <nil>
 }

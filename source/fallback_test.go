@@ -90,3 +90,22 @@ func TestFallbackIsAutomaticAndLoggedOnce(t *testing.T) {
 		}
 	})
 }
+
+func TestUnknownIOSwitchIsAnError(t *testing.T) {
+	for _, env := range []string{"bogus", "PREAD", "uring", " pread"} {
+		withStatus(t, env, "")
+		_, err := NewReader(ReaderOptions{})
+		if err == nil || !strings.Contains(err.Error(), EnvIO) || !strings.Contains(err.Error(), env) {
+			t.Fatalf("%s=%q: error %v, want one naming the variable and value", EnvIO, env, err)
+		}
+		if st := IOStatus(); st.Err == nil {
+			t.Fatalf("%s=%q: status %+v has no error", EnvIO, env, st)
+		}
+		// An explicit backend does not read the switch.
+		r, err := NewReader(ReaderOptions{Backend: BackendPread})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,28 +33,6 @@ func Glob(patterns ...string) (*Files, error) {
 		}
 		slices.Sort(m)
 		paths = append(paths, m...)
-	}
-	return &Files{paths: paths}, nil
-}
-
-// Dir returns a dataset of the regular files under root (recursively, in
-// lexical order) whose names end with one of exts (all files when none).
-func Dir(root string, exts ...string) (*Files, error) {
-	var paths []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		if len(exts) == 0 || slices.ContainsFunc(exts, func(e string) bool { return strings.HasSuffix(p, e) }) {
-			paths = append(paths, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("source: listing %s: %w", root, err)
 	}
 	return &Files{paths: paths}, nil
 }

@@ -262,6 +262,9 @@ type Status struct {
 	Reason string
 	// Forced is true when PSIFLOW_IO chose the backend.
 	Forced bool
+	// Err is set when PSIFLOW_IO holds a value that names no backend;
+	// NewReader then fails with it instead of guessing.
+	Err error
 }
 
 // uringReason probes io_uring once per process; "" means usable.
@@ -289,6 +292,10 @@ func probeStatus() Status {
 			return Status{Backend: BackendURing, Reason: reason, Forced: true}
 		}
 		return Status{Backend: BackendURing, Forced: true}
+	case "":
+	default:
+		err := fmt.Errorf("source: %s=%q: want %q or %q (or unset for automatic)", EnvIO, env, BackendURing, BackendPread)
+		return Status{Backend: BackendPread, Reason: err.Error(), Forced: true, Err: err}
 	}
 	if reason := uringReason(); reason != "" {
 		return Status{Backend: BackendPread, Reason: reason}
@@ -303,6 +310,9 @@ func NewReader(opts ReaderOptions) (Reader, error) {
 	opts.defaults()
 	want := opts.Backend
 	st := IOStatus()
+	if want == "" && st.Err != nil {
+		return nil, st.Err
+	}
 	if want == "" {
 		want = st.Backend
 		if st.Reason != "" && want == BackendPread && !st.Forced {

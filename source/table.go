@@ -191,7 +191,7 @@ func (it *tableIter) openFile(i int) (tf tableFile, err error) {
 	tf.f = f
 	switch it.d.format {
 	case ArrowIPC:
-		tf.ipc, err = ipc.NewFileReader(f, ipc.WithAllocator(it.mem))
+		tf.ipc, err = ipc.NewFileReader(f, ipc.WithAllocator(it.mem), ipc.WithBodySizeLimit(it.r.MaxMember))
 		if err != nil {
 			f.Close()
 			return tf, &ReadError{Op: "read arrow footer of", Path: p, Off: footer, Err: err}
@@ -208,6 +208,10 @@ func (it *tableIter) openFile(i int) (tf tableFile, err error) {
 		tf.pqf, err = file.NewParquetReader(f)
 		if err != nil {
 			f.Close()
+			return tf, &ReadError{Op: "read parquet footer of", Path: p, Off: footer, Err: err}
+		}
+		if err := validateParquet(tf.pqf, fh.Size, it.r.MaxMember); err != nil {
+			tf.close()
 			return tf, &ReadError{Op: "read parquet footer of", Path: p, Off: footer, Err: err}
 		}
 		tf.pq, err = pqarrow.NewFileReader(tf.pqf, pqarrow.ArrowReadProperties{BatchSize: 1 << 30}, it.mem)
@@ -323,6 +327,43 @@ func (it *tableIter) read(ctx context.Context, ref tableRef) (b *Batch, err erro
 	b.Record = rec
 	b.bytes = recordBytes(rec)
 	return b, nil
+}
+
+// validateParquet checks what a Parquet footer declares before anything is
+// allocated from it: every column chunk of every row group lies inside the
+// file (offsets and compressed sizes), sizes and row counts are not negative,
+// and no column chunk declares more than maxChunk bytes uncompressed.
+func validateParquet(r *file.Reader, fileSize, maxChunk int64) error {
+	md := r.MetaData()
+	if md.NumRows < 0 {
+		return fmt.Errorf("corrupt footer: %d rows", md.NumRows)
+	}
+	for i := range r.NumRowGroups() {
+		rg := md.RowGroup(i)
+		if rg.NumRows() < 0 {
+			return fmt.Errorf("corrupt footer: row group %d has %d rows", i, rg.NumRows())
+		}
+		for c := range rg.NumColumns() {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				return fmt.Errorf("row group %d column %d: %w", i, c, err)
+			}
+			off := cc.DataPageOffset()
+			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < off {
+				off = cc.DictionaryPageOffset()
+			}
+			size, raw := cc.TotalCompressedSize(), cc.TotalUncompressedSize()
+			switch {
+			case off < 0 || size < 0 || raw < 0:
+				return fmt.Errorf("corrupt footer: row group %d column %d: offset %d, size %d, uncompressed %d", i, c, off, size, raw)
+			case off > fileSize || size > fileSize-off:
+				return fmt.Errorf("corrupt footer: row group %d column %d: %d bytes at offset %d run past the end of the file (%d bytes)", i, c, size, off, fileSize)
+			case raw > maxChunk:
+				return fmt.Errorf("row group %d column %d declares %d bytes uncompressed, over the limit of %d (Options.MaxMember)", i, c, raw, maxChunk)
+			}
+		}
+	}
+	return nil
 }
 
 // project returns a retained record with the columns cols of rec (all when empty).

@@ -2,12 +2,14 @@ package source
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -141,6 +143,11 @@ type tarIter struct {
 	stream *chunkStream
 	tr     *tar.Reader
 	ahead  *member // first member of the next sample, already read
+	// deferred is an error met after the members of the sample before it:
+	// that sample is returned first, the error by the next read.
+	deferred error
+	ended    bool  // the stream's end was seen (marker, or a resync found no header)
+	lost     int64 // bytes of shards passed over by skips
 
 	buf      []pending
 	src      *rand.PCG
@@ -179,6 +186,10 @@ func (it *tarIter) Next(ctx context.Context) (*Sample, error) {
 			it.shard++
 			it.offset = 0
 			it.consumed++
+			if errors.Is(err, ErrTooManySkips) {
+				it.err = err
+				return nil, err
+			}
 			if serr := it.skip.handle(err); serr != nil {
 				it.err = serr
 				return nil, serr
@@ -227,6 +238,10 @@ func (it *tarIter) readSample(ctx context.Context) (pending, error) {
 		if it.shard >= len(it.shards) {
 			return pending{}, io.EOF
 		}
+		if err := it.deferred; err != nil {
+			it.deferred = nil
+			return pending{}, err
+		}
 		if it.stream == nil {
 			if err := it.openStream(ctx); err != nil {
 				return pending{}, err
@@ -258,8 +273,13 @@ func (it *tarIter) readSample(ctx context.Context) (pending, error) {
 				break
 			}
 			if err != nil {
-				s.Release()
-				return pending{}, err
+				if ctx.Err() != nil {
+					s.Release()
+					return pending{}, err
+				}
+				// The members read so far are whole: deliver them, then the error.
+				it.deferred = err
+				break
 			}
 			if m.key != s.Key {
 				it.ahead = m
@@ -284,6 +304,7 @@ func (it *tarIter) openStream(ctx context.Context) error {
 	}
 	it.stream = newChunkStream(ctx, it, f, it.offset)
 	it.tr = tar.NewReader(it.stream)
+	it.ended = false
 	return nil
 }
 
@@ -306,18 +327,58 @@ func (it *tarIter) closeStream() {
 	}
 }
 
-// nextMember reads the next regular member of the open stream.
+// errNoEnd is the cause when a shard ends without its end-of-archive marker
+// (two zero blocks): it was truncated, possibly exactly at a member boundary.
+var errNoEnd = errors.New("missing end-of-archive marker (two zero blocks): the shard is truncated")
+
+// nextMember reads the next regular member of the open stream. Sizes in
+// headers are checked against the bytes left in the shard and against
+// MaxMember before anything is allocated. With Skip, a member over MaxMember
+// is dropped alone and a corrupt header is skipped by resynchronising on the
+// next valid header; both count as skips and add to LostBytes.
 func (it *tarIter) nextMember() (*member, error) {
 	for {
-		start := (it.stream.pos + 511) / 512 * 512 // Next skips the previous member's padding first
+		start := it.stream.pos // the previous member was read (or discarded) to its end
+		start = (start + 511) / 512 * 512
 		h, err := it.tr.Next()
 		if err == io.EOF {
+			if it.stream.pos-start < 1024 && !it.ended {
+				// archive/tar ends on a clean end of file as well as on the
+				// marker: only the marker proves the shard is whole.
+				return nil, it.tarError(start, errNoEnd)
+			}
+			it.ended = true // archive/tar repeats io.EOF without reading again
 			return nil, io.EOF
 		}
 		if err != nil {
-			return nil, it.tarError(start, err)
+			if it.stream.err != nil || it.stream.ctx.Err() != nil {
+				return nil, it.tarError(start, err)
+			}
+			if rerr := it.resync(start, start+512, it.tarError(start, err)); rerr != nil {
+				return nil, rerr
+			}
+			continue
+		}
+		dataStart := it.stream.pos
+		if left := it.stream.f.Size - dataStart; h.Size > left {
+			err := it.tarError(start, fmt.Errorf("member %q declares %d bytes but only %d are left in the shard (%d bytes): corrupt header or truncated shard", h.Name, h.Size, left, it.stream.f.Size))
+			if rerr := it.resync(start, dataStart, err); rerr != nil {
+				return nil, rerr
+			}
+			continue
 		}
 		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		if h.Size > it.r.MaxMember {
+			err := it.tarError(start, fmt.Errorf("member %q is %d bytes, over the limit of %d (Options.MaxMember)", h.Name, h.Size, it.r.MaxMember))
+			if serr := it.skipErr(err); serr != nil {
+				return nil, serr
+			}
+			if _, err := io.CopyN(io.Discard, it.tr, h.Size); err != nil {
+				return nil, it.tarError(it.stream.pos, fmt.Errorf("member %q: %w", h.Name, err))
+			}
+			it.lost += (h.Size+511)/512*512 + (dataStart - start)
 			continue
 		}
 		m := &member{start: start}
@@ -330,7 +391,6 @@ func (it *tarIter) nextMember() (*member, error) {
 			}
 			m.buf, m.data = b, b.Bytes()
 		}
-		dataStart := it.stream.pos
 		if _, err := io.ReadFull(it.tr, m.data); err != nil {
 			if m.buf != nil {
 				m.buf.Release()
@@ -341,6 +401,144 @@ func (it *tarIter) nextMember() (*member, error) {
 		m.end = dataStart + (h.Size+511)/512*512
 		return m, nil
 	}
+}
+
+// skipErr applies the skip policy to err: nil when it is skipped (and counted).
+func (it *tarIter) skipErr(err error) error {
+	if !it.r.Skip {
+		return err
+	}
+	return it.skip.handle(err)
+}
+
+// resync handles a corrupt header at start: without Skip it returns err;
+// with Skip it counts one skip, looks for the next 512-byte block from from
+// on that is a valid tar header (checksum and fields), reopens the stream there
+// and adds the bytes passed over to LostBytes. When none is left it moves the
+// stream to the end of the shard, so the next read reports the end.
+func (it *tarIter) resync(start, from int64, err error) error {
+	if serr := it.skipErr(err); serr != nil {
+		return serr
+	}
+	p := it.d.paths[it.shards[it.shard]]
+	size := it.stream.f.Size
+	off, ferr := findHeader(p, from, size)
+	if ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	ctx := it.stream.ctx
+	it.stream.close()
+	it.stream, it.tr = nil, nil
+	if off < 0 {
+		it.lost += size - start
+		it.offset = size
+		return it.openEnd(ctx)
+	}
+	it.lost += off - start
+	it.offset = off
+	if err := it.openStream(ctx); err != nil {
+		return err
+	}
+	it.stream.ctx = ctx
+	return nil
+}
+
+// openEnd opens an empty stream at the end of the shard after a resync found
+// no further header: the shard ends there without a marker, which is counted
+// as part of the loss already, not as a second error.
+func (it *tarIter) openEnd(ctx context.Context) error {
+	if err := it.openStream(ctx); err != nil {
+		return err
+	}
+	it.stream.ctx = ctx
+	it.tr = tar.NewReader(endMarker{})
+	it.ended = true
+	return nil
+}
+
+// endMarker reads as an end-of-archive marker, then EOF.
+type endMarker struct{}
+
+func (endMarker) Read(p []byte) (int, error) { return 0, io.EOF }
+
+// findHeader returns the offset of the first 512-aligned block at or after
+// from (and before size) that is a valid tar header, or -1.
+func findHeader(path string, from, size int64) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	from = (from + 511) / 512 * 512
+	br := bufio.NewReaderSize(io.NewSectionReader(f, from, max(size-from, 0)), 64<<10)
+	var blk [512]byte
+	for off := from; off+512 <= size; off += 512 {
+		if _, err := io.ReadFull(br, blk[:]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return -1, nil
+			}
+			return 0, err
+		}
+		if ValidTarHeader(blk[:]) {
+			return off, nil
+		}
+	}
+	return -1, nil
+}
+
+// ValidTarHeader reports whether blk (512 bytes) is a tar header block: not
+// all zeros, a checksum that matches (unsigned or signed sum, as readers
+// accept both), and a size field that parses.
+func ValidTarHeader(blk []byte) bool {
+	if len(blk) != 512 {
+		return false
+	}
+	zero := true
+	for _, c := range blk {
+		if c != 0 {
+			zero = false
+			break
+		}
+	}
+	if zero {
+		return false
+	}
+	want, ok := parseOctal(blk[148:156])
+	if !ok {
+		return false
+	}
+	var u, s int64
+	for i, c := range blk {
+		if i >= 148 && i < 156 {
+			c = ' '
+		}
+		u += int64(c)
+		s += int64(int8(c))
+	}
+	if want != u && want != s {
+		return false
+	}
+	if blk[124]&0x80 != 0 { // base-256 size
+		return true
+	}
+	_, ok = parseOctal(blk[124:136])
+	return ok
+}
+
+// parseOctal parses a NUL- or space-terminated octal field.
+func parseOctal(b []byte) (int64, bool) {
+	b = bytes.Trim(b, " \x00")
+	if len(b) == 0 {
+		return 0, false
+	}
+	var v int64
+	for _, c := range b {
+		if c < '0' || c > '7' || v > (1<<60) {
+			return 0, false
+		}
+		v = v<<3 | int64(c-'0')
+	}
+	return v, true
 }
 
 func (it *tarIter) tarError(off int64, err error) error {
@@ -365,6 +563,9 @@ func (it *tarIter) readRef(ctx context.Context, ref Ref) (*Sample, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if ref.Off < 0 || ref.End > f.Size {
+		return nil, fmt.Errorf("source: sample reference %+v is outside shard %s (%d bytes)", ref, p, f.Size)
+	}
 	buf := make([]byte, ref.End-ref.Off)
 	if err := it.reader.Submit(Request{File: f, Off: ref.Off, Buf: buf}); err != nil {
 		return nil, err
@@ -418,6 +619,10 @@ func (it *tarIter) Position() Position {
 }
 
 func (it *tarIter) Skipped() int64 { return it.skip.skipped }
+
+// LostBytes returns the bytes of shards passed over by skips: members over
+// MaxMember and the stretches skipped to resynchronise after a corrupt header.
+func (it *tarIter) LostBytes() int64 { return it.lost }
 
 func (it *tarIter) Close() error {
 	if it.closed {

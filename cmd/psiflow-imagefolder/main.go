@@ -12,10 +12,12 @@ import (
 	"syscall"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/internal/metrics"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -65,27 +67,26 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	c.ReadBuffers = 0 // package source's own buffers, as measured in docs/BENCHMARKS.md
 	fs := flag.NewFlagSet("psiflow-imagefolder", flag.ContinueOnError)
 	fs.StringVar(&c.Dir, "data", "", "image folder root with class subdirectories (required)")
-	fs.IntVar(&c.BatchSize, "batch", 64, "batch size")
-	fs.IntVar(&c.Workers, "workers", runtime.GOMAXPROCS(0), "decode goroutines")
-	fs.IntVar(&c.Readers, "readers", 0, "file readers (0: package source's default)")
-	budget := fs.String("budget", "32M", "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes")
-	fs.IntVar(&c.Queue, "queue", 4, "default edge queue size (elements); batch edges hold 1")
-	fs.IntVar(&c.Resize, "resize", 256, "Resize: shorter side")
-	fs.IntVar(&c.Crop, "crop", 224, "CenterCrop size")
-	fs.Int64Var(&c.Limit, "limit", 0, "stop after this many samples (0: all)")
+	flagval.IntVar(fs, &c.BatchSize, "batch", 64, 1, 1<<20, "batch size")
+	flagval.IntVar(fs, &c.Workers, "workers", runtime.GOMAXPROCS(0), 1, 4096, "decode goroutines")
+	flagval.IntVar(fs, &c.Readers, "readers", 0, 0, 4096, "file readers (0: package source's default)")
+	flagval.SizeVar(fs, &c.Budget, "budget", 32<<20, 1, 1<<50, "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes")
+	flagval.IntVar(fs, &c.Queue, "queue", 4, 1, 1<<20, "default edge queue size (elements); batch edges hold 1")
+	flagval.IntVar(fs, &c.Resize, "resize", 256, 1, 65536, "Resize: shorter side")
+	flagval.IntVar(fs, &c.Crop, "crop", 224, 1, 65536, "CenterCrop size")
+	flagval.Int64Var(fs, &c.Limit, "limit", 0, 0, 1<<62, "stop after this many samples (0: all)")
 	fs.BoolVar(&c.Ordered, "ordered", false, "keep file order through decoding")
 	fs.BoolVar(&c.DropCache, "drop-cache", true, "drop each file's page cache after reading it")
 	backend := fs.String("backend", "auto", "JPEG decoder: auto (TurboJPEG if available) or std")
-	fs.IntVar(&c.Epochs, "epochs", 1, "passes over the folder")
+	flagval.IntVar(fs, &c.Epochs, "epochs", 1, 1, 1<<20, "passes over the folder")
 	cache := fs.String("cache", "off", "keep samples between epochs in preemptible memory: decoded, encoded or off")
-	fs.Int64Var(&c.CacheMax, "cache-max", 0, "bound of the sample cache in bytes (0: half of the cgroup memory limit)")
+	flagval.SizeVar(fs, &c.CacheMax, "cache-max", 0, 0, 1<<50, "bound of the sample cache, with K, M, G suffixes (0: half of the cgroup memory limit)")
 	addr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. localhost:9464")
 	if err := fs.Parse(args); err != nil {
 		return c, "", err
 	}
-	var err error
-	if c.Budget, err = parseSize(*budget); err != nil {
-		return c, "", fmt.Errorf("-budget: %w", err)
+	if fs.NArg() > 0 {
+		return c, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	switch *backend {
 	case "auto":
@@ -95,11 +96,19 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	default:
 		return c, "", fmt.Errorf("-backend %q: want auto or std", *backend)
 	}
+	var err error
 	if c.Cache, err = imagefolder.ParseCacheMode(*cache); err != nil {
 		return c, "", fmt.Errorf("-cache: %w", err)
 	}
 	if c.Dir == "" {
 		return c, "", errors.New("-data is required")
+	}
+	sh, err := source.EnvSharding()
+	if err != nil {
+		return c, "", err
+	}
+	if sh.FromEnv { // stdout carries the protocol: say it on stderr, first
+		fmt.Fprintln(os.Stderr, "psiflow-imagefolder: sharding:", sh)
 	}
 	return c, *addr, c.Validate()
 }
@@ -127,22 +136,4 @@ func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, se
 	}
 	_, err := imagefolder.Run(ctx, c, hooks)
 	return err
-}
-
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suf string
-		m   int64
-	}{{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
-		if strings.HasSuffix(s, u.suf) {
-			s, mult = strings.TrimSuffix(s, u.suf), u.m
-			break
-		}
-	}
-	var v int64
-	if _, err := fmt.Sscan(s, &v); err != nil || v <= 0 {
-		return 0, fmt.Errorf("size %q: want a positive number with an optional K, M or G suffix", s)
-	}
-	return v * mult, nil
 }

@@ -10,6 +10,7 @@ import (
 	"image/jpeg"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,18 +86,40 @@ func TestRunReportsBatches(t *testing.T) {
 }
 
 func TestParseArgsRejects(t *testing.T) {
-	for _, args := range [][]string{{}, {"-data", "x", "-backend", "gpu"}, {"-data", "x", "-budget", "0"}, {"-data", "x", "-workers", "0"}, {"-data", "x", "-epochs", "0"}, {"-data", "x", "-limit", "-1"}} {
-		if _, err := parseArgs(args); err == nil {
-			t.Errorf("parseArgs(%q) accepted", args)
+	tests := []struct {
+		args    []string
+		mention string
+	}{
+		{[]string{}, "-data is required"},
+		{[]string{"-data", "x", "-backend", "gpu"}, "-backend"},
+		{[]string{"-data", "x", "-budget", "0"}, "flag -budget"},
+		{[]string{"-data", "x", "-budget", "9999999999G"}, "flag -budget"},
+		{[]string{"-data", "x", "-budget", "NaN"}, "flag -budget"},
+		{[]string{"-data", "x", "-budget", "-1M"}, "flag -budget"},
+		{[]string{"-data", "x", "-workers", "0"}, "flag -workers"},
+		{[]string{"-data", "x", "-workers", "-1"}, "flag -workers"},
+		{[]string{"-data", "x", "-epochs", "0"}, "flag -epochs"},
+		{[]string{"-data", "x", "-limit", "-1"}, "flag -limit"},
+		{[]string{"-data", "x", "-limit", "1e3"}, "flag -limit"},
+		{[]string{"-data", "x", "-crop", "100000"}, "flag -crop"},
+		{[]string{"-data", "x", "-resize", "0"}, "flag -resize"},
+		{[]string{"-data", "x", "-batch", "99999999999999999999"}, "flag -batch"},
+		{[]string{"-data", "x", "-queue", "0"}, "flag -queue"},
+		{[]string{"-data", "x", "extra"}, "unexpected argument"},
+	}
+	for _, tt := range tests {
+		_, err := parseArgs(tt.args)
+		if err == nil || !strings.Contains(err.Error(), tt.mention) {
+			t.Errorf("parseArgs(%q): %v, want an error mentioning %q", tt.args, err, tt.mention)
 		}
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"32M": 32 << 20, "1G": 1 << 30, "4096": 4096, "0": -1, "x": -1, "-1M": -1} {
-		got, err := parseSize(in)
-		if (want < 0) != (err != nil) || (err == nil && got != want) {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+func TestParseArgsSizes(t *testing.T) {
+	for in, want := range map[string]int64{"32M": 32 << 20, "1G": 1 << 30, "4096": 4096, "1.5M": 3 << 19, "64KiB": 64 << 10} {
+		c, err := parseArgs([]string{"-data", "x", "-budget", in})
+		if err != nil || c.Budget != want {
+			t.Errorf("-budget %s: %d, %v; want %d", in, c.Budget, err, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/harness"
 )
 
@@ -69,9 +71,9 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	data := fs.String("data", "", "dataset directory: replaces {data} in loader arguments; its files are dropped from the page cache with -cold")
 	limits := fs.String("limit", "none", "comma-separated memory limits to compare at: none, or bytes with a K, M, G suffix (binary: 256M = 256 MiB)")
-	rounds := fs.Int("rounds", 3, "runs of each loader at each limit")
-	timeout := fs.Duration("timeout", 10*time.Minute, "wall-clock limit of one run; the group is killed and the run reported as did-not-finish")
-	warmup := fs.Int("warmup", 3, "leading batches left out of samples/s and latency")
+	rounds := flagval.Int(fs, "rounds", 3, 1, 1000, "runs of each loader at each limit")
+	timeout := flagval.Duration(fs, "timeout", 10*time.Minute, time.Second, 24*time.Hour, "wall-clock limit of one run; the group is killed and the run reported as did-not-finish")
+	warmup := flagval.Int(fs, "warmup", 3, 0, 1<<20, "leading batches left out of samples/s and latency")
 	cold := fs.Bool("cold", false, "drop the page cache of the -data files before each run (fadvise DONTNEED); their cache is then charged to the run")
 	warm := fs.Bool("warm", false, "read the -data files into the page cache before each run, outside the run's cgroup (so the run's peak excludes it)")
 	baseline := fs.String("baseline", "", "loader the others are compared to (default: the first)")
@@ -105,9 +107,6 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *rounds < 1 || *warmup < 0 || *timeout <= 0 {
-		return fmt.Errorf("%w: -rounds must be ≥ 1, -warmup ≥ 0 and -timeout > 0", errUsage)
-	}
 	if *cold && *warm {
 		return fmt.Errorf("%w: -cold and -warm exclude each other", errUsage)
 	}
@@ -127,6 +126,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if tree, err := cgroup.DefaultTree(); err == nil {
 		_, _ = tree.RemoveStale(harness.DefaultGroupPrefix + "-")
 	}
+	sweepOrphans("bench")
 	progress := func(r harness.Result) {
 		rate := fmt.Sprintf("%7.1f samples/s", r.SamplesPerSec)
 		if r.Outcome != harness.Finished {
@@ -143,7 +143,31 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := writeBenchReport(stdout, rep, *mdOut, *jsonOut, *svgOut); err != nil {
 		return err
 	}
-	return runErr
+	if runErr != nil {
+		return runErr
+	}
+	return unfinished(rep)
+}
+
+// errUnfinished is wrapped by the error bench returns when a run did not finish.
+var errUnfinished = errors.New("not every run finished")
+
+// unfinished returns an error naming the runs that did not finish (timed out,
+// OOM-killed, failed), so that a benchmark where a loader failed exits non-zero.
+func unfinished(rep *harness.Report) error {
+	var bad []string
+	for _, r := range rep.Runs {
+		if r.Outcome != harness.Finished {
+			bad = append(bad, fmt.Sprintf("%s at %s round %d: %s", r.Loader, harness.FormatBytes(r.Limit), r.Round, r.Outcome))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	if len(bad) > 5 {
+		bad = append(bad[:5], fmt.Sprintf("and %d more", len(bad)-5))
+	}
+	return fmt.Errorf("%w: %d of %d runs: %s", errUnfinished, len(bad), len(rep.Runs), strings.Join(bad, "; "))
 }
 
 // writeBenchReport prints the Markdown table and writes the files asked for.
@@ -265,7 +289,7 @@ func parseLimits(s string) ([]int64, error) {
 			return nil, fmt.Errorf("%w: -limit %q: empty item", errUsage, s)
 		}
 		v, err := parseByteSize(f)
-		if err != nil || v <= 0 {
+		if err != nil || v <= 0 || v > maxMemory {
 			return nil, fmt.Errorf("%w: -limit %q: item %s: want none or a size like 256M", errUsage, s, strconv.Quote(f))
 		}
 		out = append(out, v)

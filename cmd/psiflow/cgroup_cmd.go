@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/flagval"
 )
 
 func init() {
@@ -28,51 +28,26 @@ func init() {
 	})
 }
 
-// byteSize is a flag value in bytes that accepts KiB, MiB, GiB and TiB suffixes.
-type byteSize int64
+// parseByteSize parses a size flag value: see [flagval.ParseSize].
+func parseByteSize(s string) (int64, error) { return flagval.ParseSize(s) }
 
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
-
-func (b *byteSize) Set(s string) error {
-	v, err := parseByteSize(s)
-	*b = byteSize(v)
-	return err
-}
-
-// parseByteSize parses "123", "64KiB", "512MiB", "2GiB", "1TiB" (also K, M, G, T as
-// binary multiples); "max" and "-1" mean no limit (-1).
-func parseByteSize(s string) (int64, error) {
-	if s == "max" || s == "-1" {
-		return -1, nil
-	}
-	mult := int64(1)
-	num := s
-	for _, u := range []struct {
-		suffix string
-		m      int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}} {
-		if strings.HasSuffix(s, u.suffix) {
-			num, mult = strings.TrimSuffix(s, u.suffix), u.m
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("size %q: want bytes with an optional KiB, MiB, GiB or TiB suffix", s)
-	}
-	return int64(v * float64(mult)), nil
-}
+// Ranges of the cgroup run flags: beyond them the kernel would refuse the value or it
+// would mean nothing (a quota of more CPUs than any machine has).
+const (
+	maxMemory = 1 << 50 // 1 PiB
+	maxCPUs   = 4096
+	maxPids   = 1 << 22 // the kernel's PID_MAX_LIMIT
+)
 
 func runCgroupRun(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("cgroup run", stdout)
 	name := fs.String("name", "", "group name under psiflow/ (default run-<pid>)")
-	memMax, memHigh := byteSize(-1), byteSize(-1)
-	fs.Var(&memMax, "memory-max", "hard memory limit (e.g. 8GiB; max for none)")
-	fs.Var(&memHigh, "memory-high", "memory throttling limit (v2 memory.high; v1 soft limit)")
-	cpus := fs.Float64("cpus", 0, "cpu quota in CPUs (e.g. 1.5); 0 for none")
+	memMax := flagval.Size(fs, "memory-max", flagval.None, flagval.None, maxMemory, "hard memory limit (e.g. 8GiB; max for none)")
+	memHigh := flagval.Size(fs, "memory-high", flagval.None, flagval.None, maxMemory, "memory throttling limit (v2 memory.high; v1 soft limit; max for none)")
+	cpus := flagval.Float(fs, "cpus", 0, 0, maxCPUs, "cpu quota in CPUs (e.g. 1.5), at most 4096; 0 for none")
 	adaptive := fs.String("adaptive-cpus", "", "adapt the cpu quota between MIN:MAX CPUs (raise 10% when throttled >500ms/s, lower when idle)")
-	weight := fs.Uint64("cpu-weight", 0, "cpu weight 1-10000 (v1: converted to shares); 0 to leave")
-	pidsMax := fs.Int64("pids-max", -1, "task limit; -1 for none")
+	weight := flagval.Int64(fs, "cpu-weight", 0, 0, 10000, "cpu weight 1-10000 (v1: converted to shares); 0 to leave")
+	pidsMax := flagval.Int64(fs, "pids-max", -1, -1, maxPids, "task limit; -1 for none")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -80,9 +55,17 @@ func runCgroupRun(ctx context.Context, stdout io.Writer, args []string) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("%w: no command to run (psiflow cgroup run [flags] -- command args...)", errUsage)
 	}
+	var minC, maxC float64
+	if *adaptive != "" {
+		var err error
+		if minC, maxC, err = flagval.Range(*adaptive, 0.01, maxCPUs); err != nil {
+			return fmt.Errorf("%w: -adaptive-cpus: %v (want MIN:MAX CPUs, 0.01 to 4096)", errUsage, err)
+		}
+	}
 	if *name == "" {
 		*name = "run-" + strconv.Itoa(os.Getpid())
 	}
+	sweepOrphans("cgroup run")
 	g, err := cgroup.New(*name)
 	if err != nil {
 		return err
@@ -92,17 +75,18 @@ func runCgroupRun(ctx context.Context, stdout io.Writer, args []string) error {
 			fmt.Fprintf(os.Stderr, "psiflow cgroup run: %v\n", err)
 		}
 	}()
-	if err := applyLimits(g, int64(memMax), int64(memHigh), *cpus, *weight, *pidsMax); err != nil {
+	// If this process is killed (SIGKILL included), the watchdog kills what runs in the
+	// group and removes it; the child itself also gets SIGKILL (PR_SET_PDEATHSIG).
+	wd, err := g.Watch()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "psiflow cgroup run: no watchdog (the group is swept by the next run if this process is killed): %v\n", err)
+	}
+	defer func() { _ = wd.Stop() }()
+	if err := applyLimits(g, *memMax, *memHigh, *cpus, uint64(*weight), *pidsMax); err != nil {
 		return err
 	}
 	var ctl *cgroup.QuotaController
 	if *adaptive != "" {
-		lo, hi, ok := strings.Cut(*adaptive, ":")
-		minC, err1 := strconv.ParseFloat(lo, 64)
-		maxC, err2 := strconv.ParseFloat(hi, 64)
-		if !ok || err1 != nil || err2 != nil {
-			return fmt.Errorf("%w: -adaptive-cpus %q: want MIN:MAX CPUs", errUsage, *adaptive)
-		}
 		p := cgroup.DefaultCPUPeriod
 		ctl, err = cgroup.NewQuotaController(g, cgroup.QuotaConfig{
 			Min: time.Duration(minC * float64(p)), Max: time.Duration(maxC * float64(p)),
@@ -222,7 +206,7 @@ func printGroupSummary(w io.Writer, g *cgroup.Group, elapsed time.Duration) {
 
 func runCgroupShow(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("cgroup show", stdout)
-	pid := fs.Int("pid", 0, "show this process's cgroup instead of psiflow's own")
+	pid := flagval.Int(fs, "pid", 0, 0, maxPids, "show this process's cgroup instead of psiflow's own")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -296,4 +280,18 @@ func runCgroupShow(ctx context.Context, stdout io.Writer, args []string) error {
 	return nil
 }
 
-var _ flag.Value = (*byteSize)(nil)
+// sweepOrphans removes the psiflow groups whose owner process is gone (a launcher or
+// benchmark killed before it could remove its group), saying which.
+func sweepOrphans(cmd string) {
+	tree, err := cgroup.DefaultTree()
+	if err != nil {
+		return
+	}
+	removed, err := tree.RemoveOrphans()
+	if len(removed) > 0 {
+		fmt.Fprintf(os.Stderr, "psiflow %s: removed groups left by processes that are gone: %s\n", cmd, strings.Join(removed, ", "))
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "psiflow %s: %v\n", cmd, err)
+	}
+}

@@ -14,9 +14,11 @@ import (
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/demo"
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/metrics"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/source"
 )
 
 func init() {
@@ -30,17 +32,17 @@ func init() {
 func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	cfg := demo.DefaultConfig()
 	fs := newFlagSet("demo", stdout)
-	fs.IntVar(&cfg.Items, "items", cfg.Items, "samples to generate")
-	fs.IntVar(&cfg.ItemBytes, "size", cfg.ItemBytes, "bytes per sample")
-	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "decode workers")
-	fs.IntVar(&cfg.BatchSize, "batch", cfg.BatchSize, "samples per batch")
-	fs.Int64Var(&cfg.Budget, "budget", 0, "byte budget of the graph (bytes in flight); 0: a quarter of this process's cgroup memory limit (MemTotal when unlimited)")
+	flagval.IntVar(fs, &cfg.Items, "items", cfg.Items, 1, 1<<40, "samples to generate")
+	flagval.IntVar(fs, &cfg.ItemBytes, "size", cfg.ItemBytes, 16, 1<<30, "bytes per sample")
+	flagval.IntVar(fs, &cfg.Workers, "workers", cfg.Workers, 1, 4096, "decode workers")
+	flagval.IntVar(fs, &cfg.BatchSize, "batch", cfg.BatchSize, 1, 1<<20, "samples per batch")
+	flagval.SizeVar(fs, &cfg.Budget, "budget", 0, 0, 1<<50, "byte budget of the graph (bytes in flight, e.g. 256M); 0: a quarter of this process's cgroup memory limit (MemTotal when unlimited)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of the generated data")
 	progress := fs.Bool("progress", isTerminal(stdout), "show a live progress line (default: when stdout is a terminal)")
 	data := fs.String("data", "", "read this image folder (JPEG/PNG, e.g. from 'psiflow gen jpeg') through the real reader and decoder instead of generating samples")
-	epochs := fs.Int("epochs", 1, "with -data: passes over the folder")
+	epochs := flagval.Int(fs, "epochs", 1, 1, 1<<20, "with -data: passes over the folder")
 	cacheMode := fs.String("cache", "off", "with -data: keep samples between epochs in preemptible memory: decoded (skips read, decode and resize), encoded (skips the read) or off")
-	cacheMax := fs.Int64("cache-max", 0, "with -data: bound of the sample cache in bytes (0: half of the cgroup memory limit)")
+	cacheMax := flagval.Size(fs, "cache-max", 0, 0, 1<<50, "with -data: bound of the sample cache, with K, M, G suffixes (0: half of the cgroup memory limit)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	if err := parseFlags(fs, args); err != nil {
@@ -53,9 +55,6 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: -cache: %v", errUsage, err)
 	}
-	if *cacheMax < 0 {
-		return fmt.Errorf("%w: -cache-max %d: must be 0 (default) or more", errUsage, *cacheMax)
-	}
 	if *data == "" && cache != imagefolder.CacheOff {
 		return fmt.Errorf("%w: -cache needs -data", errUsage)
 	}
@@ -63,7 +62,14 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if *data != "" {
+		sh, err := source.EnvSharding()
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
 		fmt.Fprintf(stdout, "psiflow demo: %s → read → decode → Resize(256) → CenterCrop(224) → batch %d, %d decode workers\n", *data, cfg.BatchSize, cfg.Workers)
+		if sh.FromEnv {
+			fmt.Fprintf(stdout, "  sharding: %s\n", sh)
+		}
 	} else {
 		fmt.Fprintf(stdout, "psiflow demo: %d generated samples of %s → decode → batch %d → consume, %d decode workers\n",
 			cfg.Items, human(float64(cfg.ItemBytes)), cfg.BatchSize, cfg.Workers)

@@ -19,6 +19,8 @@ func probeReaderBackend(context.Context) (bool, string) {
 
 func describeReader(st source.Status) (bool, string) {
 	switch {
+	case st.Err != nil:
+		return false, st.Err.Error()
 	case st.Backend == source.BackendURing && st.Reason == "":
 		if st.Forced {
 			return true, "io_uring (forced by " + source.EnvIO + ")"

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/source/synth"
 )
 
@@ -40,18 +41,18 @@ func runGen(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	out := fs.String("out", "", "output directory (created if missing; required)")
 	seed := fs.Uint64("seed", 1, "random seed")
-	n := fs.Int("n", 1000, "jpeg: number of files")
-	width := fs.Int("width", 500, "jpeg, tar: image width in pixels")
-	height := fs.Int("height", 375, "jpeg, tar: image height in pixels")
-	quality := fs.Int("quality", 85, "jpeg, tar: JPEG quality (1-100)")
-	noise := fs.Int("noise", 72, "jpeg, tar: per-pixel noise amplitude, 0-255 (more noise, bigger files; 0 for none)")
-	size := fs.Int("bytes", 0, "jpeg, tar: aim for about this many bytes per image by choosing -noise (0: use -noise)")
-	shards := fs.Int("shards", 4, "tar: number of shards")
-	samples := fs.Int("samples", 256, "tar: samples per shard")
-	files := fs.Int("files", 2, "parquet, arrow: number of files")
-	batches := fs.Int("batches", 8, "parquet, arrow: row groups / record batches per file")
-	rows := fs.Int("rows", 1024, "parquet, arrow: rows per batch")
-	payload := fs.Int("payload", 1024, "parquet, arrow: bytes of the payload column per row")
+	n := flagval.Int(fs, "n", 1000, 1, 1<<24, "jpeg: number of files")
+	width := flagval.Int(fs, "width", 500, 1, 65500, "jpeg, tar: image width in pixels (JPEG's limit: 65500)")
+	height := flagval.Int(fs, "height", 375, 1, 65500, "jpeg, tar: image height in pixels (JPEG's limit: 65500)")
+	quality := flagval.Int(fs, "quality", 85, 1, 100, "jpeg, tar: JPEG quality (1-100)")
+	noise := flagval.Int(fs, "noise", 72, 0, 255, "jpeg, tar: per-pixel noise amplitude, 0-255 (more noise, bigger files; 0 for none)")
+	size := flagval.Int(fs, "bytes", 0, 0, 1<<30, "jpeg, tar: aim for about this many bytes per image by choosing -noise (0: use -noise)")
+	shards := flagval.Int(fs, "shards", 4, 1, 1<<20, "tar: number of shards")
+	samples := flagval.Int(fs, "samples", 256, 1, 1<<24, "tar: samples per shard")
+	files := flagval.Int(fs, "files", 2, 1, 1<<20, "parquet, arrow: number of files")
+	batches := flagval.Int(fs, "batches", 8, 1, 1<<20, "parquet, arrow: row groups / record batches per file")
+	rows := flagval.Int(fs, "rows", 1024, 1, 1<<24, "parquet, arrow: rows per batch")
+	payload := flagval.Int(fs, "payload", 1024, 0, 1<<26, "parquet, arrow: bytes of the payload column per row")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fs.Usage()
 		if len(args) == 0 {

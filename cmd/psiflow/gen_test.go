@@ -25,7 +25,7 @@ func TestGen(t *testing.T) {
 		{[]string{"gen", "jpeg", "-n", "2", "-width", "120", "-height", "90", "-bytes", "9000", "-out", dir + "/b"}, 0, "for about 9000 bytes per image", 2, ".jpg"},
 		{[]string{"gen", "jpeg", "-n", "3"}, 2, "-out is required", 0, ""},
 		{[]string{"gen", "png", "-out", dir}, 2, `unknown kind "png"`, 0, ""},
-		{[]string{"gen", "jpeg", "-n", "0", "-out", dir}, 2, "-n 0 must be positive", 0, ""},
+		{[]string{"gen", "jpeg", "-n", "0", "-out", dir}, 2, "flag -n: 0 is out of range", 0, ""},
 		{[]string{"gen"}, 2, "missing kind", 0, ""},
 	}
 	for _, tc := range tests {

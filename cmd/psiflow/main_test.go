@@ -22,7 +22,7 @@ func TestDispatch(t *testing.T) {
 		{[]string{"help"}, 0, "demo", ""},
 		{[]string{"nope"}, 2, "", `unknown command "nope"`},
 		{[]string{"demo", "-items", "200", "-size", "1024", "-budget", "1048576"}, 0, "200 samples in", ""},
-		{[]string{"demo", "-items", "0"}, 2, "", "items 0"},
+		{[]string{"demo", "-items", "0"}, 2, "", "flag -items"},
 		{[]string{"demo", "-bogus"}, 2, "", "flag provided but not defined"},
 		{[]string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/pressure"
 )
 
@@ -56,8 +57,8 @@ func (s *syncWriter) printf(format string, args ...any) {
 func runPressureWatch(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("pressure watch", stdout)
 	cgPath := fs.String("cgroup", "", "cgroup to watch, relative to the hierarchy roots (e.g. psiflow/job1); default: this process's own")
-	interval := fs.Duration("interval", time.Second, "time between status lines, and the polling interval where triggers and vmpressure are unavailable (at least 100ms)")
-	duration := fs.Duration("duration", 0, "stop after this long (0: until interrupted)")
+	interval := flagval.Duration(fs, "interval", time.Second, time.Nanosecond, time.Hour, "time between status lines, and the polling interval where triggers and vmpressure are unavailable (at least 100ms)")
+	duration := flagval.Duration(fs, "duration", 0, 0, 1<<62, "stop after this long (0: until interrupted)")
 	var trigs triggerList
 	fs.Var(&trigs, "trigger", `PSI trigger "some|full <stall_us> <window_us>" (repeatable; default "some 100000 2000000" and "full 100000 2000000")`)
 	noTriggers := fs.Bool("no-triggers", false, "do not arm PSI triggers (use vmpressure or polling)")

@@ -19,14 +19,6 @@ import (
 // the signal test, which need a real process).
 const envTestAsMain = "PSIFLOW_TEST_AS_MAIN"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(envTestAsMain) == "1" {
-		main()
-		return
-	}
-	os.Exit(m.Run())
-}
-
 const badPipeline = `source:
   kind: generate
   config: {items: 10, widht: 40}

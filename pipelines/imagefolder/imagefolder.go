@@ -338,7 +338,8 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 }
 
 // ClassIndex returns ImageFolder's labelling of root: the index of a file's top-level
-// directory among the sorted class directories of root (-1 for files outside one).
+// directory among the sorted class directories of root, symlinked ones included (-1 for
+// files outside one).
 func ClassIndex(root string) (func(path string) int64, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -348,6 +349,10 @@ func ClassIndex(root string) (func(path string) int64, error) {
 	for _, e := range entries {
 		if e.IsDir() {
 			classes = append(classes, e.Name())
+		} else if e.Type()&os.ModeSymlink != 0 { // a symlinked class folder is a class too
+			if st, err := os.Stat(filepath.Join(root, e.Name())); err == nil && st.IsDir() {
+				classes = append(classes, e.Name())
+			}
 		}
 	}
 	sort.Strings(classes)

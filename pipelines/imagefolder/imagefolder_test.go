@@ -205,3 +205,18 @@ func TestClassIndex(t *testing.T) {
 		}
 	}
 }
+
+func TestClassIndexFollowsSymlinkedClasses(t *testing.T) {
+	root := writeFolder(t, 2)
+	elsewhere := t.TempDir()
+	if err := os.Symlink(elsewhere, filepath.Join(root, "class2")); err != nil {
+		t.Fatal(err)
+	}
+	label, err := ClassIndex(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := label(filepath.Join(root, "class2", "x.jpg")); got != 2 {
+		t.Fatalf("label in a symlinked class folder = %d, want 2", got)
+	}
+}
