@@ -389,4 +389,3 @@ func readKB(path string, keys ...string) ([]int64, error) {
 	}
 	return out, nil
 }
-

@@ -11,7 +11,6 @@ import (
 	"github.com/psiflow/psiflow/cgroup"
 )
 
-
 // hMiB is a mebibyte.
 const hMiB = 1 << 20
 
