@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/psiflow/psiflow/stage"
 )
@@ -110,11 +111,24 @@ func (h *Held[T]) Release() {
 // decode stage: as soon as the element is decoded). Placed before a stage of
 // w.Max() workers, it narrows that stage to w.Limit() elements at a time.
 func Narrow[T any](name string, w *Workers) stage.Stage[T, *Held[T]] {
-	return stage.Map(name, func(ctx context.Context, v T) (*Held[T], error) {
-		if err := w.Enter(ctx); err != nil {
-			stage.ReleaseValue(v)
-			return nil, err
+	return stage.New(name, func(ctx context.Context, in stage.In[T], out stage.Out[*Held[T]]) error {
+		for {
+			e, ok := in.Recv(ctx)
+			if !ok {
+				return nil
+			}
+			// Waiting for a slot is waiting for the stage downstream: it counts as
+			// time waiting on output, not as busy time.
+			t0 := time.Now()
+			err := w.Enter(ctx)
+			out.Metrics().WaitOut.Add(int64(time.Since(t0)))
+			if err != nil {
+				in.Discard(e)
+				return err
+			}
+			if err := out.Send(ctx, stage.Envelope[*Held[T]]{Value: &Held[T]{V: e.Value, w: w}, Claim: e.Claim}); err != nil {
+				return err
+			}
 		}
-		return &Held[T]{V: v, w: w}, nil
 	})
 }

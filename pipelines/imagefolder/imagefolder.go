@@ -133,7 +133,7 @@ func (h Hooks) info(format string, args ...any) {
 var errLimit = errors.New("sample limit reached")
 
 // Run runs the pipeline once per epoch and returns what it delivered.
-func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err error) {
+func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, err error) {
 	if err := cfg.Validate(); err != nil {
 		return progress.Summary{}, err
 	}
@@ -221,7 +221,8 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		return snap
 	})
 	defer stop()
-	defer func() { sum.Elapsed = time.Since(start) }()
+	// Runs after the result is set: every return below reports the time.
+	defer func() { out.Elapsed = time.Since(start) }()
 
 	get := func(h *elastic.Held[*source.Sample]) decode.Encoded {
 		s := h.V

@@ -116,7 +116,7 @@ func TestRunDeliversBatches(t *testing.T) {
 			if fmt.Sprint(sizes) != tt.want {
 				t.Fatalf("batch sizes %v, want %s", sizes, tt.want)
 			}
-			if sum.Items != int64(sumOf(sizes)) || sum.Batches != int64(len(sizes)) || sum.Peak <= 0 || sum.Peak > c.Budget {
+			if sum.Items != int64(sumOf(sizes)) || sum.Batches != int64(len(sizes)) || sum.Peak <= 0 || sum.Peak > c.Budget || sum.Elapsed <= 0 {
 				t.Fatalf("summary %+v for batches %v", sum, sizes)
 			}
 			if tt.limit == 0 && (labels[0] == 0 || labels[1] == 0 || labels[-1] != 0) {
