@@ -44,6 +44,11 @@ func ParseMode(s string) (Mode, error) {
 // FixedReadPool is the registered read pool of [Fixed] mode.
 const FixedReadPool = 64 << 20
 
+// WorkerSlack is how many elements beyond the decode workers a [Workers] limiter
+// admits at Normal, so that a worker finds its next element queued; under pressure
+// the slack goes and the limit is the number of workers allowed to decode.
+const WorkerSlack = 2
+
 // goHeapBase is the Go heap allowed beside the budget in Elastic mode.
 const goHeapBase = 32 << 20
 
@@ -147,7 +152,7 @@ func New(cfg Config) (_ *Runtime, err error) {
 			err = errors.Join(err, r.Close())
 		}
 	}()
-	if r.workers, err = NewWorkers(cfg.Workers); err != nil {
+	if r.workers, err = NewWorkers(cfg.Workers + WorkerSlack); err != nil {
 		return nil, err
 	}
 	m.workers.Set(float64(cfg.Workers))
@@ -260,7 +265,8 @@ func (r *Runtime) Buffers() source.BufferProvider { return r.bufs }
 // ReadBuffers returns the elastic read buffers (nil in Fixed mode or without UMA).
 func (r *Runtime) ReadBuffers() *ReadBuffers { return r.rb }
 
-// Workers returns the decode-worker limiter; put [Narrow] before the decode stage.
+// Workers returns the decode-worker limiter (Workers + [WorkerSlack] at Normal); put
+// [Narrow] before the decode stage.
 func (r *Runtime) Workers() *Workers { return r.workers }
 
 // Throttle returns the pressure gate's throttle (nil without Pressure).
@@ -376,19 +382,19 @@ func (r *Runtime) applyBudget() {
 // onLevel runs the level-driven actions (from the monitor goroutine).
 func (r *Runtime) onLevel(from, to pressure.Level, _ time.Time) {
 	r.level.Store(int32(to))
-	max := r.workers.Max()
-	n := max
+	n, decoding := r.workers.Max(), r.cfg.Workers
 	switch {
 	case to >= pressure.LevelFull:
-		n = 1
+		n, decoding = 1, 1
 	case to == pressure.LevelSome:
-		n = (max + 1) / 2
+		decoding = (r.cfg.Workers + 1) / 2
+		n = decoding
 	}
 	if n < r.workers.Limit() {
 		r.m.ran(ActionDecodeWorkers, 0)
 	}
 	r.workers.SetLimit(n)
-	r.m.workers.Set(float64(n))
+	r.m.workers.Set(float64(decoding))
 	if r.rb != nil {
 		on := to >= pressure.LevelSome
 		if on && from == pressure.LevelNormal {

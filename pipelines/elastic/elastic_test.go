@@ -240,7 +240,7 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 		t.Fatalf("at Full: workers %d budget %s; want 1 and the floor", rt.Workers().Limit(), pressure.MiB(rt.Budget().Limit()))
 	}
 	rt.onLevel(pressure.LevelFull, pressure.LevelNormal, time.Now())
-	if rt.Workers().Limit() != 4 || rt.Budget().Limit() != 64*mib || rt.ReadBuffers().spilling.Load() {
+	if rt.Workers().Limit() != 4+WorkerSlack || rt.Budget().Limit() != 64*mib || rt.ReadBuffers().spilling.Load() {
 		t.Fatal("at Normal again: workers, budget or read buffers not restored")
 	}
 	runs := rt.ShedRuns()

@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, er
 	var bufs source.BufferProvider
 	opts := []flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}
 	runGraph := hooks.Run
-	workers, err := elastic.NewWorkers(cfg.Workers)
+	workers, err := elastic.NewWorkers(cfg.Workers + elastic.WorkerSlack)
 	if err != nil {
 		return progress.Summary{}, err
 	}
