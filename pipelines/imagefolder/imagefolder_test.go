@@ -23,7 +23,12 @@ import (
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // writeFolder writes n small JPEGs spread over two class directories.
 func writeFolder(t *testing.T, n int) string {
