@@ -59,7 +59,7 @@ func writeFolder(t *testing.T, n int) string {
 func smallConfig(root string) Config {
 	c := DefaultConfig(root)
 	c.Workers, c.BatchSize, c.Resize, c.Crop, c.Queue, c.Budget, c.ReadBuffers = 2, 8, 48, 32, 2, 1<<20, 0
-	c.Pressure = false
+	c.Pressure, c.KeepOOMScore = false, true
 	return c
 }
 
