@@ -42,6 +42,11 @@ type OpenConfig struct {
 	BackstopInterval time.Duration
 }
 
+// BackstopMinShare is the stalled share of a backstop sample below which it is
+// dropped: the backstop acts on heavy stalls only (a tenth of the time), the
+// triggers on the rest.
+const BackstopMinShare = 0.10
+
 // Opened says what [Open] chose.
 type Opened struct {
 	// Source delivers the events of every source opened, merged.
@@ -154,7 +159,7 @@ func Open(ctx context.Context, cfg OpenConfig) (*Opened, error) {
 		if iv == 0 {
 			iv = 500 * time.Millisecond
 		}
-		if src, err := OpenPoller(ctx, PollerConfig{Path: path, Interval: iv, Reason: "backstop beside " + out.Kind}); err == nil {
+		if src, err := OpenPoller(ctx, PollerConfig{Path: path, Interval: iv, MinShare: BackstopMinShare, Reason: "backstop beside " + out.Kind}); err == nil {
 			sources = append(sources, src)
 			out.Backstop = true
 		} else if !errors.Is(err, context.Canceled) {
