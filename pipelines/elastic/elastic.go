@@ -449,6 +449,23 @@ func (r *Runtime) shedHeap(context.Context) error {
 	return nil
 }
 
+// OnShed registers a further shed action, run at Critical and counted under action
+// (one of [Actions]); f returns the bytes it gave back. It does nothing without
+// Pressure or in Fixed mode.
+func (r *Runtime) OnShed(action string, f func(ctx context.Context) (freed int64, err error)) {
+	if r.th == nil || r.cfg.Mode != Elastic {
+		return
+	}
+	if _, ok := r.m.count[action]; !ok {
+		action = ActionUMAIdle // unknown names are counted with the idle memory
+	}
+	r.th.OnShed(action, func(ctx context.Context) error {
+		n, err := f(ctx)
+		r.m.ran(action, n)
+		return err
+	})
+}
+
 // ShedRuns returns how often each action ran, by name (for reports and tests).
 func (r *Runtime) ShedRuns() map[string]float64 {
 	out := map[string]float64{}

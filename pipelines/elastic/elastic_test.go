@@ -295,3 +295,36 @@ func TestRuntimeFixedAndValidate(t *testing.T) {
 		t.Fatal(`ParseMode("Elastic") accepted`)
 	}
 }
+
+func TestRuntimeShedActionsAtCritical(t *testing.T) {
+	mem := &fakeMemory{at: time.Unix(1000, 0)}
+	rt, err := New(Config{Mode: Elastic, Pressure: true, Floor: 8 * mib, BudgetFloor: 4 * mib, MaxBudget: 16 * mib, Workers: 2,
+		Headroom: pressure.HeadroomConfig{Read: mem.read}, KeepOOMScore: true, KeepTextUnlocked: true, KeepGoMemoryLimit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	rt.OnShed(ActionSampleCache, func(context.Context) (int64, error) { return 3 * mib, nil })
+	// A spilled buffer, released: its chunks are idle and go back at Critical.
+	rt.ReadBuffers().SetPressure(true)
+	b, err := rt.Buffers().Alloc(context.Background(), 2*mib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	if err := rt.Throttle().Gate().Shed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	runs := rt.ShedRuns()
+	for _, a := range []string{ActionSampleCache, ActionUMAIdle, ActionGoHeap} {
+		if runs[a] != 1 {
+			t.Errorf("shed action %s ran %v times, want 1 (all: %v)", a, runs[a], runs)
+		}
+	}
+	if v := testutil.ToFloat64(rt.m.freed.WithLabelValues(ActionSampleCache)); v != 3*mib {
+		t.Errorf("sample_cache freed %v", v)
+	}
+	if v := testutil.ToFloat64(rt.m.freed.WithLabelValues(ActionUMAIdle)); v < 2*mib {
+		t.Errorf("uma_idle freed %v bytes, want at least the 2 MiB spilled buffer", v)
+	}
+}

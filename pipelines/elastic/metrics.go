@@ -22,10 +22,13 @@ const (
 	ActionGoHeap = "go_heap"
 	// ActionDecodeWorkers narrows decoding while pressure lasts.
 	ActionDecodeWorkers = "decode_workers"
+	// ActionSampleCache drops the coldest entries of a pipeline's sample cache at
+	// Critical (registered with [Runtime.OnShed] by the pipeline that has one).
+	ActionSampleCache = "sample_cache"
 )
 
 // Actions lists every shed action.
-var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers}
+var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache}
 
 type metrics struct {
 	runs     *prometheus.CounterVec

@@ -235,6 +235,13 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	}
 	// Closed before the UMA it may live in (deferred functions run last first).
 	defer func() { err = errors.Join(err, cache.close()) }()
+	if cache != nil && rt != nil {
+		// At Critical the cache gives back its coldest eighth (it is rebuilt from
+		// the files when the pressure is gone).
+		rt.OnShed(elastic.ActionSampleCache, func(context.Context) (int64, error) {
+			return cache.c.Shed(max(cache.c.Stats().Bytes/8, 1<<20)), nil
+		})
+	}
 
 	var mu sync.Mutex
 	start := time.Now()
