@@ -15,8 +15,10 @@ import (
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
 )
@@ -64,13 +66,15 @@ func serve(addr string) (*metrics.Set, error) {
 // -metrics address ("" when not given).
 func parseCommand(args []string) (imagefolder.Config, string, error) {
 	c := imagefolder.DefaultConfig("")
-	c.ReadBuffers = 0 // package source's own buffers, as measured in docs/BENCHMARKS.md
 	fs := flag.NewFlagSet("psiflow-imagefolder", flag.ContinueOnError)
 	fs.StringVar(&c.Dir, "data", "", "image folder root with class subdirectories (required)")
 	flagval.IntVar(fs, &c.BatchSize, "batch", 64, 1, 1<<20, "batch size")
 	flagval.IntVar(fs, &c.Workers, "workers", runtime.GOMAXPROCS(0), 1, 4096, "decode goroutines")
 	flagval.IntVar(fs, &c.Readers, "readers", 0, 0, 4096, "file readers (0: package source's default)")
-	flagval.SizeVar(fs, &c.Budget, "budget", 32<<20, 1, 1<<50, "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes")
+	flagval.SizeVar(fs, &c.Budget, "budget", 32<<20, 1, 1<<50, "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes: the largest with -memory elastic; with -memory fixed a quarter of the memory limit unless given")
+	memory := fs.String("memory", "elastic", "memory runtime: elastic (budget follows the cgroup's headroom, memory given back under pressure) or fixed (64 MiB registered read pool, a quarter of the limit as budget, nothing given back)")
+	fs.BoolVar(&c.Pressure, "pressure", true, "gate the source and its reads on the cgroup's memory pressure")
+	oomVictim := fs.Bool("oom-victim", true, "with -memory elastic: make the loader the OOM killer's first choice in its cgroup (oom_score_adj 1000), so the trainer beside it is spared")
 	flagval.IntVar(fs, &c.Queue, "queue", 4, 1, 1<<20, "default edge queue size (elements); batch edges hold 1")
 	flagval.IntVar(fs, &c.Resize, "resize", 256, 1, 65536, "Resize: shorter side")
 	flagval.IntVar(fs, &c.Crop, "crop", 224, 1, 65536, "CenterCrop size")
@@ -88,6 +92,18 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	if fs.NArg() > 0 {
 		return c, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	c.KeepOOMScore = !*oomVictim
+	var err error
+	if c.Memory, err = elastic.ParseMode(*memory); err != nil {
+		return c, "", fmt.Errorf("-memory: %w", err)
+	}
+	budgetSet := false
+	fs.Visit(func(f *flag.Flag) { budgetSet = budgetSet || f.Name == "budget" })
+	if c.Memory == elastic.Fixed && !budgetSet {
+		if c.Budget, _, err = pressure.DefaultByteBudget(0); err != nil {
+			return c, "", fmt.Errorf("-memory fixed: %w", err)
+		}
+	}
 	switch *backend {
 	case "auto":
 		c.Backend = decode.BackendAuto
@@ -96,7 +112,6 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	default:
 		return c, "", fmt.Errorf("-backend %q: want auto or std", *backend)
 	}
-	var err error
 	if c.Cache, err = imagefolder.ParseCacheMode(*cache); err != nil {
 		return c, "", fmt.Errorf("-cache: %w", err)
 	}
@@ -119,6 +134,7 @@ func run(ctx context.Context, c imagefolder.Config, em *protocol.Emitter) error 
 
 // runWith runs the pipeline, with its metrics in set when set is not nil.
 func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, set *metrics.Set) error {
+	var rt *elastic.Runtime
 	hooks := imagefolder.Hooks{
 		Consume: func(_ context.Context, b *decode.Batch) error { return em.Batch(len(b.Keys)) },
 		OnEpoch: func(n int, e progress.Epoch) {
@@ -129,11 +145,25 @@ func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, se
 				fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", s)
 			}
 		},
+		Runtime: func(r *elastic.Runtime) { rt = r },
 	}
 	if set != nil {
 		hooks.Options = append(hooks.Options, flow.WithRegistry(set.Registry))
 		hooks.Registerer, hooks.Reads, hooks.Decodes = set.Registry, set.Reads, set.Decodes
 	}
 	_, err := imagefolder.Run(ctx, c, hooks)
+	if rt != nil {
+		fmt.Fprintf(os.Stderr, "psiflow-imagefolder: memory %s, pressure gate %v; shed actions run: %s\n", c.Memory, c.Pressure, shedLine(rt))
+	}
 	return err
+}
+
+// shedLine lists how often each shed action ran, e.g. "budget=2 go_heap=0 ...".
+func shedLine(rt *elastic.Runtime) string {
+	runs := rt.ShedRuns()
+	parts := make([]string, 0, len(elastic.Actions))
+	for _, a := range elastic.Actions {
+		parts = append(parts, fmt.Sprintf("%s=%.0f", a, runs[a]))
+	}
+	return strings.Join(parts, " ")
 }

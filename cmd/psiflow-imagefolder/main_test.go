@@ -55,6 +55,8 @@ func TestRunReportsBatches(t *testing.T) {
 	}{
 		{name: "all", want: []int{8, 8, 5}},
 		{name: "limit", args: []string{"-limit", "10"}, want: []int{8, 8}},
+		{name: "fixed, no gate", args: []string{"-memory", "fixed", "-pressure=false"}, want: []int{8, 8, 5}},
+		{name: "elastic, no gate", args: []string{"-memory", "elastic", "-pressure=false"}, want: []int{8, 8, 5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,7 +64,7 @@ func TestRunReportsBatches(t *testing.T) {
 			em := protocol.NewEmitter(&out)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			c, err := parseArgs(append([]string{"-data", root, "-batch", "8", "-workers", "2", "-budget", "1M", "-queue", "2", "-resize", "48", "-crop", "32"}, tt.args...))
+			c, err := parseArgs(append([]string{"-data", root, "-batch", "8", "-workers", "2", "-budget", "1M", "-queue", "2", "-resize", "48", "-crop", "32", "-oom-victim=false"}, tt.args...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,6 +108,8 @@ func TestParseArgsRejects(t *testing.T) {
 		{[]string{"-data", "x", "-batch", "99999999999999999999"}, "flag -batch"},
 		{[]string{"-data", "x", "-queue", "0"}, "flag -queue"},
 		{[]string{"-data", "x", "extra"}, "unexpected argument"},
+		{[]string{"-data", "x", "-memory", "big"}, "-memory"},
+		{[]string{"-data", "x", "-pressure=maybe"}, "-pressure"},
 	}
 	for _, tt := range tests {
 		_, err := parseArgs(tt.args)
@@ -121,5 +125,20 @@ func TestParseArgsSizes(t *testing.T) {
 		if err != nil || c.Budget != want {
 			t.Errorf("-budget %s: %d, %v; want %d", in, c.Budget, err, want)
 		}
+	}
+}
+
+func TestParseArgsMemory(t *testing.T) {
+	c, err := parseArgs([]string{"-data", "x"})
+	if err != nil || c.Memory != "elastic" || !c.Pressure || c.Budget != 32<<20 {
+		t.Fatalf("defaults: memory %q pressure %v budget %d (%v); want elastic, true, 32 MiB", c.Memory, c.Pressure, c.Budget, err)
+	}
+	c, err = parseArgs([]string{"-data", "x", "-memory", "fixed", "-pressure=false"})
+	if err != nil || c.Memory != "fixed" || c.Pressure || c.Budget <= 0 || c.Budget == 32<<20 {
+		t.Fatalf("fixed: memory %q pressure %v budget %d (%v); want fixed, false, a quarter of the limit", c.Memory, c.Pressure, c.Budget, err)
+	}
+	c, err = parseArgs([]string{"-data", "x", "-memory", "fixed", "-budget", "8M"})
+	if err != nil || c.Budget != 8<<20 {
+		t.Fatalf("fixed with -budget 8M: budget %d (%v)", c.Budget, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/psiflow/psiflow/internal/demo"
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source"
@@ -45,11 +46,16 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	cacheMax := flagval.Size(fs, "cache-max", 0, 0, 1<<50, "with -data: bound of the sample cache, with K, M, G suffixes (0: half of the cgroup memory limit)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
+	memory := fs.String("memory", "elastic", "with -data: elastic (the budget follows the cgroup's headroom, memory is given back under pressure) or fixed (a 64 MiB registered read pool and nothing given back)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	mode, err := elastic.ParseMode(*memory)
+	if err != nil {
+		return fmt.Errorf("%w: -memory: %v", errUsage, err)
 	}
 	cache, err := imagefolder.ParseCacheMode(*cacheMode)
 	if err != nil {
@@ -106,7 +112,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		defer ms.Close()
 	}
 	cfg.Graph.Options = append(cfg.Graph.Options, flow.WithRegistry(reg))
-	if *gated {
+	if *gated && *data == "" {
 		th, err := throttle.New(throttle.Config{Registerer: reg})
 		if err != nil {
 			return err
@@ -134,15 +140,21 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		fc := imagefolder.DefaultConfig(*data)
 		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
 		fc.Cache, fc.CacheMax = cache, *cacheMax
+		fc.Memory, fc.Pressure = mode, *gated
+		var rt *elastic.Runtime
 		hooks := imagefolder.Hooks{
-			Options: cfg.Graph.Options, Run: cfg.Graph.Run,
+			Options: cfg.Graph.Options, Registerer: reg,
 			Info:     func(s string) { fmt.Fprintln(stdout, "  "+s) },
 			Progress: show, Interval: 250 * time.Millisecond,
+			Runtime: func(r *elastic.Runtime) { rt = r },
 		}
 		if set != nil {
-			hooks.Registerer, hooks.Reads, hooks.Decodes = set.Registry, set.Reads, set.Decodes
+			hooks.Reads, hooks.Decodes = set.Reads, set.Decodes
 		}
 		sum, err = imagefolder.Run(ctx, fc, hooks)
+		if rt != nil {
+			defer printRuntimeReport(stdout, rt)
+		}
 		if err == nil {
 			printEpochs(stdout, sum.Epochs, cache != imagefolder.CacheOff)
 		}
@@ -154,6 +166,20 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	printDemoSummary(stdout, sum)
 	return err
+}
+
+// printRuntimeReport prints the pressure levels and the shed actions of an image run.
+func printRuntimeReport(w io.Writer, rt *elastic.Runtime) {
+	if th := rt.Throttle(); th != nil {
+		fmt.Fprintln(w, "\nMemory pressure while running:")
+		_ = th.Recorder().Snapshot(time.Now()).WriteReport(w)
+	}
+	runs := rt.ShedRuns()
+	fmt.Fprintf(w, "\nMemory %s: budget %s at the end; shed actions run:", rt.Mode(), human(float64(rt.Budget().Limit())))
+	for _, a := range elastic.Actions {
+		fmt.Fprintf(w, " %s %.0f", a, runs[a])
+	}
+	fmt.Fprintln(w)
 }
 
 // printEpochs prints one line per epoch: its rate and, with a cache, its hit rate.

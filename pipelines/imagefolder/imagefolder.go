@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
@@ -48,8 +50,20 @@ type Config struct {
 	Labels    bool           // label each sample with its ImageFolder class index
 	Backend   decode.Backend // JPEG decoder
 	// ReadBuffers is the size of the UMA pool the reader reads into, registered once
-	// with every io_uring ring; 0 uses package source's own buffer pool instead.
+	// with every io_uring ring. With Memory set, 0 takes the mode's default (elastic:
+	// the budget floor; fixed: 64 MiB) and -1 uses package source's own pool; without
+	// Memory, 0 uses package source's own pool.
 	ReadBuffers int64
+	// Memory is the memory runtime ([elastic.Elastic] by default, [elastic.Fixed] for
+	// psiflow before issue 9, "" for none: a plain budget of Budget bytes). With a
+	// runtime, Budget is the largest budget (elastic) or the budget (fixed).
+	Memory elastic.Mode
+	// Pressure gates the source and its reads on the cgroup's memory pressure
+	// (with Memory set).
+	Pressure bool
+	// KeepOOMScore leaves oom_score_adj alone; the elastic runtime otherwise makes
+	// the loader the OOM killer's first choice in its cgroup.
+	KeepOOMScore bool
 	// Cache keeps samples between epochs in preemptible UMA memory (see
 	// [CacheMode]); "" is CacheOff.
 	Cache CacheMode
@@ -60,7 +74,7 @@ type Config struct {
 // DefaultConfig is what "make run" uses on the generated folder dir.
 func DefaultConfig(dir string) Config {
 	return Config{Dir: dir, Workers: runtime.GOMAXPROCS(0), BatchSize: 64, Resize: 256, Crop: 224, Queue: 4,
-		Budget: 32 << 20, Epochs: 1, DropCache: true, Labels: true, ReadBuffers: 64 << 20}
+		Budget: 32 << 20, Epochs: 1, DropCache: true, Labels: true, Memory: elastic.Elastic, Pressure: true}
 }
 
 // Validate reports the first field that cannot work.
@@ -84,13 +98,18 @@ func (c Config) Validate() error {
 		return fmt.Errorf("imagefolder: epochs %d: must be at least 1", c.Epochs)
 	case c.Limit < 0:
 		return fmt.Errorf("imagefolder: limit %d: must be 0 (all) or more", c.Limit)
-	case c.ReadBuffers < 0:
-		return fmt.Errorf("imagefolder: read buffers %d bytes: must be 0 (off) or more", c.ReadBuffers)
+	case c.ReadBuffers < 0 && (c.Memory == "" || c.ReadBuffers != -1):
+		return fmt.Errorf("imagefolder: read buffers %d bytes: must be 0 (default), -1 (package source's pool, with Memory) or more", c.ReadBuffers)
 	case c.CacheMax < 0:
 		return fmt.Errorf("imagefolder: cache max %d bytes: must be 0 (default) or more", c.CacheMax)
 	}
 	if _, err := ParseCacheMode(string(c.Cache)); err != nil {
 		return fmt.Errorf("imagefolder: %w", err)
+	}
+	if c.Memory != "" {
+		if _, err := elastic.ParseMode(string(c.Memory)); err != nil {
+			return fmt.Errorf("imagefolder: %w", err)
+		}
 	}
 	return nil
 }
@@ -101,7 +120,16 @@ func (c Config) Validate() error {
 // batches.
 type Hooks struct {
 	Options []flow.Option
-	Run     func(ctx context.Context, g *flow.Graph) error
+	// Run runs each graph; with Config.Memory set it must be nil (the memory
+	// runtime runs the graph under its monitor).
+	Run func(ctx context.Context, g *flow.Graph) error
+	// Registerer receives the memory runtime's metrics (psiflow_shed_action_*,
+	// psiflow_elastic_*, psiflow_uma_*, psiflow_pressure_*), or without a runtime
+	// the psiflow_uma_* metrics of the read-buffer UMA.
+	Registerer prometheus.Registerer
+	// Runtime, when set, is called with the memory runtime once it is built (to
+	// report its pressure levels or shed actions after Run).
+	Runtime func(*elastic.Runtime)
 	// Consume receives every batch; the graph releases the batch when it returns.
 	Consume func(ctx context.Context, b *decode.Batch) error
 	// Info receives one line for each choice made at start (reader, decoder, buffers).
@@ -116,8 +144,6 @@ type Hooks struct {
 	// OnCache, when not nil, receives the sample cache once it is made (with
 	// Config.Cache on), for example to register its Shed as a shed action.
 	OnCache func(*umacache.Cache)
-	// Registerer, when set, receives the psiflow_uma_* metrics of the read-buffer UMA.
-	Registerer prometheus.Registerer
 	// Reads and Decodes, when set, are told of every read and every decoded image
 	// (internal/metrics implements both).
 	Reads   source.ReadObserver
@@ -165,7 +191,30 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	}
 	var bufs source.BufferProvider
 	var u *uma.UMA
-	if cfg.ReadBuffers > 0 {
+	graphOpts := []flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}
+	runGraph := hooks.Run
+	workers, err := elastic.NewWorkers(cfg.Workers + elastic.WorkerSlack)
+	if err != nil {
+		return progress.Summary{}, err
+	}
+	var rt *elastic.Runtime
+	if cfg.Memory != "" {
+		if hooks.Run != nil {
+			return progress.Summary{}, errors.New("imagefolder: Hooks.Run is set with Config.Memory: the memory runtime runs the graph")
+		}
+		if rt, err = newRuntime(cfg, files, hooks); err != nil {
+			return progress.Summary{}, err
+		}
+		defer func() {
+			// Close fails if any lease is still out: a leak would surface here.
+			err = errors.Join(err, rt.Close())
+		}()
+		if hooks.Runtime != nil {
+			hooks.Runtime(rt)
+		}
+		graphOpts = append(rt.Options(), flow.WithQueueSize(cfg.Queue))
+		bufs, workers, runGraph, u = rt.Buffers(), rt.Workers(), rt.Run, rt.UMA()
+	} else if cfg.ReadBuffers > 0 {
 		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer}); err != nil {
 			return progress.Summary{}, err
 		}
@@ -191,6 +240,13 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	}
 	// Closed before the UMA it may live in (deferred functions run last first).
 	defer func() { err = errors.Join(err, cache.close()) }()
+	if cache != nil && rt != nil {
+		// At Critical the cache gives back its coldest eighth (it is rebuilt from
+		// the files when the pressure is gone).
+		rt.OnShed(elastic.ActionSampleCache, func(context.Context) (int64, error) {
+			return cache.c.Shed(max(cache.c.Stats().Bytes/8, 1<<20)), nil
+		})
+	}
 
 	var mu sync.Mutex
 	start := time.Now()
@@ -206,7 +262,8 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	defer stop()
 	defer func() { sum.Elapsed = time.Since(start) }() // sum is the named result: set after the return value
 
-	get := func(s *source.Sample) decode.Encoded {
+	get := func(h *elastic.Held[*source.Sample]) decode.Encoded {
+		s := h.V
 		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key)}
 		if len(s.Fields) > 0 {
 			e.Data = s.Fields[0].Data
@@ -218,9 +275,9 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	}
 	if cache != nil && cache.mode == CacheEncoded {
 		inner := get
-		get = func(s *source.Sample) decode.Encoded {
-			e := inner(s)
-			if !fromCache(s) {
+		get = func(h *elastic.Held[*source.Sample]) decode.Encoded {
+			e := inner(h)
+			if !fromCache(h.V) {
 				_ = cache.putEncoded(e.Key, e.Data)
 			}
 			return e
@@ -253,13 +310,18 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		if err != nil {
 			return nil, 0, err
 		}
-		g := flow.New("imagefolder", append([]flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}, hooks.Options...)...)
+		g := flow.New("imagefolder", append(slices.Clone(graphOpts), hooks.Options...)...)
+		// narrow admits a file to decoding only while a decode slot is free: the
+		// memory runtime narrows decoding under pressure.
+		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*decode.Sample] {
+			return flow.Via(flow.Via(in, elastic.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
+		}
 		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Observer: hooks.Reads}}
 		var decoded flow.Stream[*decode.Sample]
 		var lateMu sync.Mutex
 		switch {
 		case cache == nil:
-			decoded = flow.Via(flowsrc.Files(g, "read", files, opts), st)
+			decoded = narrow(flowsrc.Files(g, "read", files, opts))
 		default:
 			if paths == nil {
 				if paths, err = files.Order(opts); err != nil {
@@ -274,15 +336,15 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 			switch {
 			case cache.mode == CacheEncoded && len(hits) > 0:
 				cached := hitSource(g, cache, hits, 0, &late, &lateMu, encodedHit)
-				decoded = flow.Via(flow.Merge("merge", read, cached), st)
+				decoded = narrow(flow.Merge("merge", read, cached))
 			case cache.mode == CacheEncoded:
-				decoded = flow.Via(read, st)
+				decoded = narrow(read)
 			case len(hits) > 0:
 				tensor := int64(3 * cfg.Crop * cfg.Crop)
 				cached := hitSource(g, cache, hits, tensor, &late, &lateMu, cache.decodedHit(cfg.Crop))
-				decoded = flow.Merge("merge", tapPut(cache, flow.Via(read, st)), cached)
+				decoded = flow.Merge("merge", tapPut(cache, narrow(read)), cached)
 			default:
-				decoded = tapPut(cache, flow.Via(read, st))
+				decoded = tapPut(cache, narrow(read))
 			}
 		}
 		batches := flow.Via(decoded, stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
@@ -291,8 +353,8 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		mu.Lock()
 		current = g
 		mu.Unlock()
-		if hooks.Run != nil {
-			err = hooks.Run(ctx, g)
+		if runGraph != nil {
+			err = runGraph(ctx, g)
 		} else {
 			err = g.Run(ctx)
 		}
@@ -303,6 +365,11 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		return late, lookups, err
 	}
 	for epoch := range cfg.Epochs {
+		if rt != nil && epoch > 0 {
+			if err := rt.NextEpoch(); err != nil {
+				return sum, err
+			}
+		}
 		epochStart := time.Now()
 		mu.Lock()
 		itemsBefore := sum.Items
