@@ -62,9 +62,11 @@ func TestSkipKeepsOrderAndCounts(t *testing.T) {
 	}
 	var logged sync.Map
 	mk := map[string]func(f func(context.Context, int) (int, error)) stage.Stage[int, int]{
-		"Map":           func(f func(context.Context, int) (int, error)) stage.Stage[int, int] { return stage.Map("m", f) },
-		"ParMap":        func(f func(context.Context, int) (int, error)) stage.Stage[int, int] { return stage.ParMap("m", 4, f) },
-		"OrderedParMap": func(f func(context.Context, int) (int, error)) stage.Stage[int, int] { return stage.OrderedParMap("m", 4, f) },
+		"Map":    func(f func(context.Context, int) (int, error)) stage.Stage[int, int] { return stage.Map("m", f) },
+		"ParMap": func(f func(context.Context, int) (int, error)) stage.Stage[int, int] { return stage.ParMap("m", 4, f) },
+		"OrderedParMap": func(f func(context.Context, int) (int, error)) stage.Stage[int, int] {
+			return stage.OrderedParMap("m", 4, f)
+		},
 	}
 	for name, build := range mk {
 		t.Run(name, func(t *testing.T) {
