@@ -34,6 +34,9 @@ func (s *Sample) Release() {
 		p := s.pool
 		s.pool = nil
 		s.Key = ""
+		if cap(s.Tensor.U8) > maxRetained || cap(s.Tensor.F32)*4 > maxRetained {
+			s.Tensor.U8, s.Tensor.F32 = nil, nil
+		}
 		p.Put(s)
 	}
 }
