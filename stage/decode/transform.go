@@ -184,6 +184,9 @@ func (p *Processor) Image(data []byte, name string) (*Image, error) {
 		// torchvision computes the size from the original image, not from a
 		// DCT-scaled decode whose sides were rounded up.
 		w, h := ShorterSide(cur.SrcW, cur.SrcH, p.tr.Resize)
+		if err := checkPixels("resize result", int64(w), int64(h), p.dec.MaxPixels()); err != nil {
+			return nil, &Error{Name: name, Format: Format(data), Err: err}
+		}
 		x0, y0, cw, ch := 0, 0, w, h
 		if crop > 0 && crop <= w && crop <= h {
 			// crop fused into the resize: only the kept pixels are computed
