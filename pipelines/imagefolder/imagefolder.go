@@ -45,6 +45,18 @@ type Config struct {
 	// ReadBuffers is the size of the UMA pool the reader reads into, registered once
 	// with every io_uring ring; 0 uses package source's own buffer pool instead.
 	ReadBuffers int64
+	// OnError is what a bad image does: stage.Stop (default) ends the run with an
+	// error naming it; stage.Skip drops it, names it through Hooks.Skipped and counts
+	// it (Summary.Skipped, psiflow_stage_skipped_total), within MaxSkips and MaxSkipRate.
+	OnError stage.OnError
+	// MaxSkips is the most images skipped per epoch under stage.Skip; 0: no limit.
+	MaxSkips int64
+	// MaxSkipRate is the largest fraction of an epoch's images that may be skipped
+	// (measured over at least stage.RateFloor of them); 0: no limit.
+	MaxSkipRate float64
+	// MaxPixels refuses images larger than this (width × height) from their header,
+	// before decoding; 0: decode.DefaultMaxPixels (Pillow's limit), negative: none.
+	MaxPixels int64
 }
 
 // DefaultConfig is what "make run" uses on the generated folder dir.
@@ -77,7 +89,14 @@ func (c Config) Validate() error {
 	case c.ReadBuffers < 0:
 		return fmt.Errorf("imagefolder: read buffers %d bytes: must be 0 (off) or more", c.ReadBuffers)
 	}
+	if err := c.skipPolicy(nil).Validate(); err != nil {
+		return fmt.Errorf("imagefolder: %w", err)
+	}
 	return nil
+}
+
+func (c Config) skipPolicy(log func(key string, err error)) stage.SkipPolicy {
+	return stage.SkipPolicy{OnError: c.OnError, MaxSkips: c.MaxSkips, MaxRate: c.MaxSkipRate, Log: log}
 }
 
 // Hooks let the caller add to a run: graph options (a pressure gate, metrics), its
@@ -95,6 +114,9 @@ type Hooks struct {
 	// that ends before Run returns.
 	Progress func(progress.Snapshot)
 	Interval time.Duration
+	// Skipped receives every image skipped under Config.OnError = stage.Skip, from
+	// a decode worker; nil writes "psiflow: skipped KEY: CAUSE" to standard error.
+	Skipped func(key string, err error)
 }
 
 func (h Hooks) info(format string, args ...any) {
@@ -121,7 +143,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 			return progress.Summary{}, err
 		}
 	}
-	dec, err := decode.NewDecoder(decode.Options{Backend: cfg.Backend})
+	dec, err := decode.NewDecoder(decode.Options{Backend: cfg.Backend, MaxPixels: cfg.MaxPixels})
 	if err != nil {
 		return progress.Summary{}, err
 	}
@@ -184,15 +206,21 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		mu.Unlock()
 		return e
 	}
+	skipped := hooks.Skipped
+	if skipped == nil {
+		skipped = func(key string, err error) { fmt.Fprintf(os.Stderr, "psiflow: skipped %s: %v\n", key, err) }
+	}
 	for epoch := range cfg.Epochs {
+		g := flow.New("imagefolder", append([]flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}, hooks.Options...)...)
+		// decoded bytes are reserved from the graph's budget before decoding
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
 			Workers: cfg.Workers, Ordered: cfg.Ordered,
 			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: decode.CHW},
+			Budget:    g.Budget(), Skip: cfg.skipPolicy(skipped),
 		}, get)
 		if err != nil {
 			return sum, err
 		}
-		g := flow.New("imagefolder", append([]flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}, hooks.Options...)...)
 		src := flowsrc.Files(g, "read", files, source.Options{
 			Epoch: epoch, Workers: cfg.Readers, Buffers: bufs,
 			Reader: source.ReaderOptions{DropCache: cfg.DropCache},
@@ -226,6 +254,9 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		mu.Lock()
 		sum.Stages = g.Stats()
 		sum.Peak = max(sum.Peak, g.Budget().MaxInUse())
+		for _, s := range sum.Stages {
+			sum.Skipped += s.Skipped
+		}
 		mu.Unlock()
 		if errors.Is(err, errLimit) {
 			return sum, nil
