@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -49,10 +51,29 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	fs.BoolVar(&c.DropCache, "drop-cache", true, "drop each file's page cache after reading it")
 	backend := fs.String("backend", "auto", "JPEG decoder: auto (TurboJPEG if available) or std")
 	fs.IntVar(&c.Epochs, "epochs", 1, "passes over the folder")
+	onError := fs.String("on-error", "stop", "a bad image: stop (end with an error naming it) or skip (name it on stderr, count it, go on)")
+	fs.Int64Var(&c.MaxSkips, "max-skips", 0, "with -on-error skip: stop after this many skipped images per epoch (0: no limit)")
+	fs.Float64Var(&c.MaxSkipRate, "max-skip-rate", 0, "with -on-error skip: stop when more than this fraction of an epoch's images is skipped (0: no limit)")
+	fs.Int64Var(&c.MaxPixels, "max-pixels", decode.DefaultMaxPixels, "refuse images larger than this many pixels, from their header (Pillow's limit; -1: none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	var err error
+	if c.OnError, err = stage.ParseOnError(*onError); err != nil {
+		return c, fmt.Errorf("-on-error: %w", err)
+	}
+	if c.MaxSkips < 0 {
+		return c, fmt.Errorf("-max-skips %d: must be 0 (no limit) or more", c.MaxSkips)
+	}
+	if math.IsNaN(c.MaxSkipRate) || c.MaxSkipRate < 0 || c.MaxSkipRate > 1 {
+		return c, fmt.Errorf("-max-skip-rate %v: must be within [0, 1]", c.MaxSkipRate)
+	}
+	if c.MaxPixels == 0 || c.MaxPixels < -1 {
+		return c, fmt.Errorf("-max-pixels %d: must be positive, or -1 for no limit", c.MaxPixels)
+	}
+	if (c.MaxSkips != 0 || c.MaxSkipRate != 0) && c.OnError != stage.Skip {
+		return c, errors.New("-max-skips and -max-skip-rate need -on-error skip")
+	}
 	if c.Budget, err = parseSize(*budget); err != nil {
 		return c, fmt.Errorf("-budget: %w", err)
 	}

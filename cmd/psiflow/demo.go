@@ -15,6 +15,8 @@ import (
 	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/demo"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/stage"
+	"github.com/psiflow/psiflow/stage/decode"
 )
 
 func init() {
@@ -38,12 +40,26 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	data := fs.String("data", "", "read this image folder (JPEG/PNG, e.g. from 'psiflow gen jpeg') through the real reader and decoder instead of generating samples")
 	epochs := fs.Int("epochs", 1, "with -data: passes over the folder")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
+	onError := fs.String("on-error", "stop", "with -data, a bad image: stop (end with an error naming it) or skip (name it, count it, go on)")
+	maxSkips := fs.Int64("max-skips", 0, "with -on-error skip: stop after this many skipped images per epoch (0: no limit)")
+	maxPixels := fs.Int64("max-pixels", decode.DefaultMaxPixels, "with -data: refuse images larger than this many pixels, from their header (-1: none)")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	policy, err := stage.ParseOnError(*onError)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: -on-error: %v", errUsage, err)
+	case *maxSkips < 0:
+		return fmt.Errorf("%w: -max-skips %d: must be 0 (no limit) or more", errUsage, *maxSkips)
+	case *maxSkips > 0 && policy != stage.Skip:
+		return fmt.Errorf("%w: -max-skips needs -on-error skip", errUsage)
+	case *maxPixels == 0 || *maxPixels < -1:
+		return fmt.Errorf("%w: -max-pixels %d: must be positive, or -1 for no limit", errUsage, *maxPixels)
 	}
 	if err := cfg.Validate(); err != nil && cfg.Budget != 0 {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -100,10 +116,10 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 	var sum demo.Summary
-	var err error
 	if *data != "" {
 		fc := imagefolder.DefaultConfig(*data)
 		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
+		fc.OnError, fc.MaxSkips, fc.MaxPixels = policy, *maxSkips, *maxPixels
 		sum, err = imagefolder.Run(ctx, fc, imagefolder.Hooks{
 			Options: cfg.Graph.Options, Run: cfg.Graph.Run,
 			Info:     func(s string) { fmt.Fprintln(stdout, "  "+s) },
@@ -123,6 +139,9 @@ func printDemoSummary(w io.Writer, s demo.Summary) {
 	sec := s.Elapsed.Seconds()
 	fmt.Fprintf(w, "\n%d samples in %d batches in %.2fs: %.0f samples/s, %s/s; peak budget in use %s\n\n",
 		s.Items, s.Batches, sec, float64(s.Items)/sec, human(float64(s.Bytes)/sec), human(float64(s.Peak)))
+	if s.Skipped > 0 {
+		fmt.Fprintf(w, "%d bad samples skipped (each named on standard error)\n\n", s.Skipped)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "STAGE\tKIND\tWORKERS\tIN\tOUT\tBYTES OUT\tBUSY s\tWAIT IN s\tWAIT OUT s\t")
 	for _, st := range s.Stages {

@@ -92,6 +92,18 @@ func (c Config) Validate() error {
 	if err := c.skipPolicy(nil).Validate(); err != nil {
 		return fmt.Errorf("imagefolder: %w", err)
 	}
+	limit := c.MaxPixels
+	if limit == 0 {
+		limit = decode.DefaultMaxPixels
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"resize", c.Resize}, {"crop", c.Crop}} {
+		if n := int64(f.n); limit > 0 && n > limit/n {
+			return fmt.Errorf("imagefolder: %s %d: %d×%d pixels exceed the pixel limit of %d", f.name, f.n, n, n, limit)
+		}
+	}
 	return nil
 }
 
