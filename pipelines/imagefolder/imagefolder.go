@@ -141,7 +141,7 @@ func (h Hooks) info(format string, args ...any) {
 var errLimit = errors.New("sample limit reached")
 
 // Run runs the pipeline once per epoch and returns what it delivered.
-func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err error) {
+func Run(ctx context.Context, cfg Config, hooks Hooks) (res progress.Summary, err error) {
 	if err := cfg.Validate(); err != nil {
 		return progress.Summary{}, err
 	}
@@ -206,7 +206,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		return snap
 	})
 	defer stop()
-	defer func() { sum.Elapsed = time.Since(start) }()
+	defer func() { res.Elapsed = time.Since(start) }() // on the returned copy
 
 	get := func(s *source.Sample) decode.Encoded {
 		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key)}
@@ -257,6 +257,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		})
 		mu.Lock()
 		current = g
+		epochStart := sum.Items
 		mu.Unlock()
 		if hooks.Run != nil {
 			err = hooks.Run(ctx, g)
@@ -266,15 +267,21 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		mu.Lock()
 		sum.Stages = g.Stats()
 		sum.Peak = max(sum.Peak, g.Budget().MaxInUse())
+		var skippedNow int64
 		for _, s := range sum.Stages {
-			sum.Skipped += s.Skipped
+			skippedNow += s.Skipped
 		}
+		sum.Skipped += skippedNow
 		mu.Unlock()
 		if errors.Is(err, errLimit) {
 			return sum, nil
 		}
 		if err != nil {
 			return sum, err
+		}
+		if skippedNow > 0 && sum.Items == epochStart {
+			// skipping is for a few bad files, not for a dataset that cannot be read
+			return sum, fmt.Errorf("imagefolder: epoch %d: every one of the %d samples was skipped as bad (see the skipped lines)", epoch, skippedNow)
 		}
 	}
 	return sum, nil

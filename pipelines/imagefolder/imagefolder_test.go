@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,6 +232,9 @@ func TestSkipBadImages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if sum.Elapsed <= 0 {
+			t.Errorf("elapsed %v", sum.Elapsed)
+		}
 		if len(delivered) != 30 || sum.Items != 60 || sum.Skipped != 6 || len(skipped) != 3 {
 			t.Fatalf("ordered=%v: %d distinct delivered, %d items, %d skipped (%v)", ordered, len(delivered), sum.Items, sum.Skipped, skipped)
 		}
@@ -258,5 +262,19 @@ func TestSkipBadImages(t *testing.T) {
 	c.MaxSkips = -1
 	if err := c.Validate(); err == nil {
 		t.Fatal("negative MaxSkips accepted")
+	}
+}
+
+// TestEverySampleSkipped: skipping every sample of an epoch is an error, not an
+// empty success.
+func TestEverySampleSkipped(t *testing.T) {
+	root := writeFolder(t, 5)
+	c := smallConfig(root)
+	c.OnError, c.MaxPixels = stage.Skip, 100
+	c.Resize, c.Crop = 8, 8
+	var n atomic.Int64
+	_, err := Run(context.Background(), c, Hooks{Skipped: func(string, error) { n.Add(1) }})
+	if err == nil || !strings.Contains(err.Error(), "every one of the 5 samples was skipped") || n.Load() != 5 {
+		t.Fatalf("Run = %v after %d skips", err, n.Load())
 	}
 }
