@@ -36,6 +36,8 @@ write("bomb-gray-20000.png", png(20000, 20000, idat=z))
 write("claims-100000.png", png(100000, 100000, idat=zlib.compress(bytes(64))))
 from PIL import Image
 Image.new("L", (20000, 20000), 128).save(os.path.join(out, "big-20000.jpg"), quality=50)
+# under the limit (81 M pixels) but larger than the demo's whole budget in 512 MiB: the overdraft path
+Image.new("RGB", (9000, 9000), (10, 200, 30)).save(os.path.join(out, "large-9000.jpg"), quality=80)
 sample = sorted(glob.glob(os.path.join(good, "**", "*.jpg"), recursive=True))[0]
 g = open(sample, "rb").read()
 write("truncated.jpg", g[: len(g) // 2])

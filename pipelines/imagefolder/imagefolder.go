@@ -127,7 +127,8 @@ type Hooks struct {
 	Progress func(progress.Snapshot)
 	Interval time.Duration
 	// Skipped receives every image skipped under Config.OnError = stage.Skip, from
-	// a decode worker; nil writes "psiflow: skipped KEY: CAUSE" to standard error.
+	// a decode worker; nil writes "psiflow: skipped a bad sample: CAUSE" (which names it)
+	// to standard error.
 	Skipped func(key string, err error)
 }
 
@@ -220,7 +221,13 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (res progress.Summary, er
 	}
 	skipped := hooks.Skipped
 	if skipped == nil {
-		skipped = func(key string, err error) { fmt.Fprintf(os.Stderr, "psiflow: skipped %s: %v\n", key, err) }
+		skipped = func(key string, err error) {
+			if strings.Contains(err.Error(), key) {
+				fmt.Fprintf(os.Stderr, "psiflow: skipped a bad sample: %v\n", err)
+			} else {
+				fmt.Fprintf(os.Stderr, "psiflow: skipped bad sample %s: %v\n", key, err)
+			}
+		}
 	}
 	for epoch := range cfg.Epochs {
 		g := flow.New("imagefolder", append([]flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}, hooks.Options...)...)

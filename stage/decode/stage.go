@@ -130,21 +130,21 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 		defer procs.put(p)
 		plan, err := p.Plan(enc.Data, enc.Key)
 		if err != nil {
-			return nil, skip.Handle(enc.Key, fmt.Errorf("decode stage %q: %w", name, err))
+			return nil, skip.Handle(enc.Key, err)
 		}
 		release, err := res.reserve(ctx, plan.Bytes)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			return nil, skip.Handle(enc.Key, fmt.Errorf("decode stage %q: %s: %w", name, enc.Key, err))
+			return nil, skip.Handle(enc.Key, fmt.Errorf("decode %s: %w", enc.Key, err))
 		}
 		defer release()
 		s := samples.Get().(*Sample)
 		s.pool = samples
 		if err := p.Process(&s.Tensor, enc.Data, enc.Key); err != nil {
 			s.Release()
-			return nil, skip.Handle(enc.Key, fmt.Errorf("decode stage %q: %w", name, err))
+			return nil, skip.Handle(enc.Key, err) // names the sample; the graph names the stage
 		}
 		s.Key, s.Label = enc.Key, enc.Label
 		return s, nil
