@@ -304,3 +304,20 @@ func TestHostileImages(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkInspect is the cost of reading a header before every decode.
+func BenchmarkInspect(b *testing.B) {
+	d := newDecoder(b, BackendAuto)
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{{"jpeg-500x375", encodeJPEG(b, synthRGB(500, 375, 1, 6), 85)}, {"png-200x150", encodePNG(b, synthRGB(200, 150, 1, 0))}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := d.Inspect(c.data, "x", 256); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
