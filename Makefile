@@ -107,3 +107,14 @@ fuzz-source:
 
 clean:
 	rm -rf bin
+
+# Bounded fuzzing: each target runs FUZZTIME (their seed corpora also run in
+# `make test`). `fuzz` depends on one target per area; findings go to testdata/fuzz.
+FUZZTIME ?= 1m
+.PHONY: fuzz fuzz-decode
+fuzz: fuzz-decode
+fuzz-decode: deps
+	@for t in FuzzJPEGHeader FuzzPNGHeader FuzzDecode; do \
+		echo "== stage/decode $$t ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./stage/decode/ || exit 1; \
+	done

@@ -201,3 +201,18 @@ func (b *Budget) grant() {
 		close(w.ready)
 	}
 }
+
+// Overdraw takes n bytes at once, even beyond the limit and ahead of the
+// waiters, and returns nil; Release gives them back. It is for a consumer
+// that must make progress while the budget is full of bytes that only its
+// progress can return (the decode stage, once its bounded wait for its
+// decoded bytes has run out): the sources, which wait until the limit is met
+// again, pay the overdraft back. Callers bound how much they overdraw.
+func (b *Budget) Overdraw(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.take(n)
+}

@@ -11,6 +11,7 @@ var (
 	descItemsIn  = prometheus.NewDesc("psiflow_stage_items_in_total", "Elements received by the stage.", labelsStage, nil)
 	descItemsOut = prometheus.NewDesc("psiflow_stage_items_out_total", "Elements sent by the stage.", labelsStage, nil)
 	descErrors   = prometheus.NewDesc("psiflow_stage_errors_total", "Errors returned by the stage.", labelsStage, nil)
+	descSkipped  = prometheus.NewDesc("psiflow_stage_skipped_total", "Elements the stage dropped under its skip policy (each is named in the log).", labelsStage, nil)
 	descBytesIn  = prometheus.NewDesc("psiflow_stage_bytes_in_total", "Bytes received by the stage (budget claims, or Size of Sized values).", labelsStage, nil)
 	descBytesOut = prometheus.NewDesc("psiflow_stage_bytes_out_total", "Bytes sent by the stage.", labelsStage, nil)
 	descBusy     = prometheus.NewDesc("psiflow_stage_busy_seconds_total", "Worker time spent neither waiting for input nor for output; the bottleneck stage's grows with wall time × workers.", labelsStage, nil)
@@ -37,7 +38,7 @@ type collector struct{ g *Graph }
 func (g *Graph) Collector() prometheus.Collector { return collector{g} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descItemsIn, descItemsOut, descErrors, descBytesIn, descBytesOut,
+	for _, d := range []*prometheus.Desc{descItemsIn, descItemsOut, descErrors, descSkipped, descBytesIn, descBytesOut,
 		descBusy, descWaitIn, descWaitOut, descWorkers, descQueueDepth, descQueueCap,
 		descBudgetInUse, descBudgetLimit, descBudgetMax, descBudgetWait} {
 		ch <- d
@@ -59,6 +60,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descItemsIn, float64(m.ItemsIn.Load()))
 		counter(descItemsOut, float64(m.ItemsOut.Load()))
 		counter(descErrors, float64(m.Errors.Load()))
+		counter(descSkipped, float64(m.Skipped.Load()))
 		counter(descBytesIn, float64(m.BytesIn.Load()))
 		counter(descBytesOut, float64(m.BytesOut.Load()))
 		counter(descBusy, m.Busy().Seconds())
@@ -87,6 +89,7 @@ type StageStats struct {
 	ItemsIn, ItemsOut int64
 	BytesIn, BytesOut int64
 	Errors            int64
+	Skipped           int64 // elements dropped under a skip policy
 	Workers           int64
 	Busy, WaitIn      float64 // seconds
 	WaitOut           float64 // seconds
@@ -105,7 +108,7 @@ func (g *Graph) Stats() []StageStats {
 			Name: n.name, Kind: n.kind,
 			ItemsIn: m.ItemsIn.Load(), ItemsOut: m.ItemsOut.Load(),
 			BytesIn: m.BytesIn.Load(), BytesOut: m.BytesOut.Load(),
-			Errors: m.Errors.Load(), Workers: m.Workers.Load(),
+			Errors: m.Errors.Load(), Skipped: m.Skipped.Load(), Workers: m.Workers.Load(),
 			Busy: m.Busy().Seconds(), WaitIn: float64(m.WaitIn.Load()) / 1e9, WaitOut: float64(m.WaitOut.Load()) / 1e9,
 		})
 	}

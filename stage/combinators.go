@@ -28,7 +28,9 @@ func New[I, O any](name string, run func(ctx context.Context, in In[I], out Out[
 }
 
 // Map applies f to every element, in order, one at a time. The output keeps
-// the input's claim. f owns its input (see [Releaser]).
+// the input's claim. f owns its input (see [Releaser]). An error that is a
+// [*SkipError] drops the element and goes on (see [SkipPolicy]); any other
+// error stops the stage. ParMap and OrderedParMap do the same.
 //
 //	in:  -- 1 -- 2 -- 3 --|
 //	Map(x => x*10)
@@ -43,6 +45,9 @@ func Map[I, O any](name string, f func(ctx context.Context, v I) (O, error)) Sta
 			v, err := f(ctx, e.Value)
 			if err != nil {
 				e.Claim.Drop()
+				if asSkip(err, in.Metrics()) {
+					continue
+				}
 				return err
 			}
 			if err := out.Send(ctx, Envelope[O]{Value: v, Claim: e.Claim}); err != nil {
@@ -273,6 +278,9 @@ func ParMap[I, O any](name string, workers int, f func(ctx context.Context, v I)
 						v, err := f(wctx, e.Value)
 						if err != nil {
 							e.Claim.Drop()
+							if asSkip(err, in.Metrics()) {
+								continue
+							}
 							return err
 						}
 						if err := out.Send(wctx, Envelope[O]{Value: v, Claim: e.Claim}); err != nil {
@@ -325,7 +333,17 @@ func OrderedParMap[I, O any](name string, workers int, f func(ctx context.Contex
 						v, err := f(gctx, e.Value)
 						if err != nil {
 							e.Claim.Drop()
-							return err
+							if !asSkip(err, m) {
+								return err
+							}
+							// a skipped element passes its turn on, in order
+							select {
+							case <-mine:
+							case <-gctx.Done():
+								return nil
+							}
+							close(next)
+							continue
 						}
 						select {
 						case <-mine:

@@ -38,6 +38,12 @@
 // A panic in user code becomes a [*PanicError] naming the stage and carrying
 // the stack; the graph (package flow) returns it as the stage's error.
 //
+// A function may instead skip a bad element: under a [SkipPolicy] (stop by
+// default, or skip within a count and a rate), [Skipper.Handle] logs the
+// element and returns a [*SkipError], and [Map], [ParMap] and
+// [OrderedParMap] drop it, return its claim, count it in
+// [Metrics.Skipped] and go on, keeping order.
+//
 // # What this package does not own
 //
 // Wiring stages into graphs, queues, the byte budget, fan-out and merge,

@@ -2,6 +2,7 @@ package stage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/psiflow/psiflow/flow"
@@ -79,4 +80,31 @@ func ExampleTap() {
 	_ = g.Run(context.Background())
 	fmt.Println(sum)
 	// Output: 6
+}
+
+// Skip bad elements instead of failing: each is logged and counted, the
+// others go on in order.
+func ExampleSkipper() {
+	sk, err := stage.NewSkipper(stage.SkipPolicy{OnError: stage.Skip, MaxSkips: 10,
+		Log: func(key string, err error) { fmt.Println("skipped", key, "-", err) }})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	g := flow.New("example")
+	parsed := flow.Via(flow.FromSlice(g, "src", []string{"1", "x", "3"}), stage.OrderedParMap("parse", 2, func(_ context.Context, s string) (int, error) {
+		sk.Seen()
+		var v int
+		if _, err := fmt.Sscan(s, &v); err != nil {
+			return 0, sk.Handle(s, errors.New("not a number"))
+		}
+		return v, nil
+	}))
+	var got []int
+	flow.Collect(parsed, "sink", &got)
+	err = g.Run(context.Background())
+	fmt.Println(got, err, sk.Skipped())
+	// Output:
+	// skipped x - not a number
+	// [1 3] <nil> 1
 }

@@ -15,6 +15,7 @@ type Metrics struct {
 	ItemsIn   atomic.Int64 // elements received
 	ItemsOut  atomic.Int64 // elements sent
 	Errors    atomic.Int64 // errors returned by the stage (at most one per run, plus dropped ones)
+	Skipped   atomic.Int64 // elements dropped under a skip policy ([SkipError])
 	BytesIn   atomic.Int64 // bytes received (from claims, or Size for Sized values)
 	BytesOut  atomic.Int64 // bytes sent
 	WaitIn    atomic.Int64 // nanoseconds spent blocked waiting for input

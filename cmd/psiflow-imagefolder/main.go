@@ -20,6 +20,7 @@ import (
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -86,6 +87,10 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	cache := fs.String("cache", "off", "keep samples between epochs in preemptible memory: decoded, encoded or off")
 	flagval.SizeVar(fs, &c.CacheMax, "cache-max", 0, 0, 1<<50, "bound of the sample cache, with K, M, G suffixes (0: half of the cgroup memory limit)")
 	addr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. localhost:9464")
+	onError := fs.String("on-error", "stop", "a bad image: stop (end with an error naming it) or skip (name it on stderr, count it, go on)")
+	flagval.Int64Var(fs, &c.MaxSkips, "max-skips", 0, 0, 1<<62, "with -on-error skip: stop after this many skipped images per epoch (0: no limit)")
+	flagval.FloatVar(fs, &c.MaxSkipRate, "max-skip-rate", 0, 0, 1, "with -on-error skip: stop when more than this fraction of an epoch's images is skipped (0: no limit)")
+	flagval.Int64Var(fs, &c.MaxPixels, "max-pixels", decode.DefaultMaxPixels, -1, 1<<62, "refuse images larger than this many pixels, from their header (Pillow's limit; -1: none)")
 	if err := fs.Parse(args); err != nil {
 		return c, "", err
 	}
@@ -103,6 +108,15 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 		if c.Budget, _, err = pressure.DefaultByteBudget(0); err != nil {
 			return c, "", fmt.Errorf("-memory fixed: %w", err)
 		}
+	}
+	if c.OnError, err = stage.ParseOnError(*onError); err != nil {
+		return c, "", fmt.Errorf("-on-error: %w", err)
+	}
+	if c.MaxPixels == 0 {
+		return c, "", fmt.Errorf("-max-pixels 0: must be positive, or -1 for no limit")
+	}
+	if (c.MaxSkips != 0 || c.MaxSkipRate != 0) && c.OnError != stage.Skip {
+		return c, "", errors.New("-max-skips and -max-skip-rate need -on-error skip")
 	}
 	switch *backend {
 	case "auto":

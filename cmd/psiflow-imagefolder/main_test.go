@@ -87,6 +87,55 @@ func TestRunReportsBatches(t *testing.T) {
 	}
 }
 
+// TestOnErrorFlags: a folder with one bad file stops by default, naming it;
+// with -on-error skip every good image is delivered.
+func TestOnErrorFlags(t *testing.T) {
+	root := writeFolder(t, 21)
+	if err := os.WriteFile(filepath.Join(root, "class1", "bad.jpg"), []byte("not a jpeg"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"-data", root, "-batch", "8", "-workers", "2", "-budget", "1M", "-resize", "48", "-crop", "32"}
+	for _, tt := range []struct {
+		args  []string
+		want  int
+		error string
+	}{
+		{nil, 0, "bad.jpg"},
+		{[]string{"-on-error", "skip"}, 21, ""},
+		{[]string{"-on-error", "skip", "-max-skips", "1"}, 21, ""},
+		{[]string{"-max-pixels", "3000"}, 0, "exceeds the limit of 3000 pixels"},
+	} {
+		c, err := parseArgs(append(append([]string{}, base...), tt.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err = run(ctx, c, protocol.NewEmitter(&out))
+		cancel()
+		if tt.error != "" {
+			if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tt.error)) {
+				t.Errorf("%q: %v, want an error with %q", tt.args, err, tt.error)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		n := 0
+		sc := bufio.NewScanner(&out)
+		for sc.Scan() {
+			ev, ok, err := protocol.Parse(sc.Bytes())
+			if ok && err == nil {
+				n += ev.N
+			}
+		}
+		if n != tt.want {
+			t.Errorf("%q: %d samples, want %d", tt.args, n, tt.want)
+		}
+	}
+}
+
 func TestParseArgsRejects(t *testing.T) {
 	tests := []struct {
 		args    []string
@@ -110,6 +159,13 @@ func TestParseArgsRejects(t *testing.T) {
 		{[]string{"-data", "x", "extra"}, "unexpected argument"},
 		{[]string{"-data", "x", "-memory", "big"}, "-memory"},
 		{[]string{"-data", "x", "-pressure=maybe"}, "-pressure"},
+		{[]string{"-data", "x", "-on-error", "ignore"}, "-on-error"},
+		{[]string{"-data", "x", "-on-error", "skip", "-max-skips", "-1"}, "flag -max-skips"},
+		{[]string{"-data", "x", "-max-skips", "3"}, "need -on-error skip"},
+		{[]string{"-data", "x", "-on-error", "skip", "-max-skip-rate", "NaN"}, "flag -max-skip-rate"},
+		{[]string{"-data", "x", "-on-error", "skip", "-max-skip-rate", "1.5"}, "flag -max-skip-rate"},
+		{[]string{"-data", "x", "-max-pixels", "0"}, "-max-pixels"},
+		{[]string{"-data", "x", "-max-pixels", "-5"}, "flag -max-pixels"},
 	}
 	for _, tt := range tests {
 		_, err := parseArgs(tt.args)

@@ -20,6 +20,8 @@ import (
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/stage"
+	"github.com/psiflow/psiflow/stage/decode"
 )
 
 func init() {
@@ -45,6 +47,9 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	cacheMode := fs.String("cache", "off", "with -data: keep samples between epochs in preemptible memory: decoded (skips read, decode and resize), encoded (skips the read) or off")
 	cacheMax := flagval.Size(fs, "cache-max", 0, 0, 1<<50, "with -data: bound of the sample cache, with K, M, G suffixes (0: half of the cgroup memory limit)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
+	onError := fs.String("on-error", "stop", "with -data, a bad image: stop (end with an error naming it) or skip (name it, count it, go on)")
+	maxSkips := fs.Int64("max-skips", 0, "with -on-error skip: stop after this many skipped images per epoch (0: no limit)")
+	maxPixels := fs.Int64("max-pixels", decode.DefaultMaxPixels, "with -data: refuse images larger than this many pixels, from their header (-1: none)")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	memory := fs.String("memory", "elastic", "with -data: elastic (the budget follows the cgroup's headroom, memory is given back under pressure) or fixed (a 64 MiB registered read pool and nothing given back)")
 	if err := parseFlags(fs, args); err != nil {
@@ -63,6 +68,17 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	if *data == "" && cache != imagefolder.CacheOff {
 		return fmt.Errorf("%w: -cache needs -data", errUsage)
+	}
+	policy, err := stage.ParseOnError(*onError)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: -on-error: %v", errUsage, err)
+	case *maxSkips < 0:
+		return fmt.Errorf("%w: -max-skips %d: must be 0 (no limit) or more", errUsage, *maxSkips)
+	case *maxSkips > 0 && policy != stage.Skip:
+		return fmt.Errorf("%w: -max-skips needs -on-error skip", errUsage)
+	case *maxPixels == 0 || *maxPixels < -1:
+		return fmt.Errorf("%w: -max-pixels %d: must be positive, or -1 for no limit", errUsage, *maxPixels)
 	}
 	if err := cfg.Validate(); err != nil && cfg.Budget != 0 {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -141,6 +157,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
 		fc.Cache, fc.CacheMax = cache, *cacheMax
 		fc.Memory, fc.Pressure = mode, *gated
+		fc.OnError, fc.MaxSkips, fc.MaxPixels = policy, *maxSkips, *maxPixels
 		var rt *elastic.Runtime
 		hooks := imagefolder.Hooks{
 			Options: cfg.Graph.Options, Registerer: reg,
@@ -201,6 +218,9 @@ func printDemoSummary(w io.Writer, s demo.Summary) {
 	sec := s.Elapsed.Seconds()
 	fmt.Fprintf(w, "\n%d samples in %d batches in %.2fs: %.0f samples/s, %s/s; peak budget in use %s\n\n",
 		s.Items, s.Batches, sec, float64(s.Items)/sec, human(float64(s.Bytes)/sec), human(float64(s.Peak)))
+	if s.Skipped > 0 {
+		fmt.Fprintf(w, "%d bad samples skipped (each named on standard error)\n\n", s.Skipped)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "STAGE\tKIND\tWORKERS\tIN\tOUT\tBYTES OUT\tBUSY s\tWAIT IN s\tWAIT OUT s\t")
 	for _, st := range s.Stages {

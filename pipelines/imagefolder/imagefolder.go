@@ -69,6 +69,18 @@ type Config struct {
 	Cache CacheMode
 	// CacheMax bounds the cache in bytes; 0: half of the cgroup's memory limit.
 	CacheMax int64
+	// OnError is what a bad image does: stage.Stop (default) ends the run with an
+	// error naming it; stage.Skip drops it, names it through Hooks.Skipped and counts
+	// it (Summary.Skipped, psiflow_stage_skipped_total), within MaxSkips and MaxSkipRate.
+	OnError stage.OnError
+	// MaxSkips is the most images skipped per epoch under stage.Skip; 0: no limit.
+	MaxSkips int64
+	// MaxSkipRate is the largest fraction of an epoch's images that may be skipped
+	// (measured over at least stage.RateFloor of them); 0: no limit.
+	MaxSkipRate float64
+	// MaxPixels refuses images larger than this (width × height) from their header,
+	// before decoding; 0: decode.DefaultMaxPixels (Pillow's limit), negative: none.
+	MaxPixels int64
 }
 
 // DefaultConfig is what "make run" uses on the generated folder dir.
@@ -111,7 +123,26 @@ func (c Config) Validate() error {
 			return fmt.Errorf("imagefolder: %w", err)
 		}
 	}
+	if err := c.skipPolicy(nil).Validate(); err != nil {
+		return fmt.Errorf("imagefolder: %w", err)
+	}
+	limit := c.MaxPixels
+	if limit == 0 {
+		limit = decode.DefaultMaxPixels
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"resize", c.Resize}, {"crop", c.Crop}} {
+		if n := int64(f.n); limit > 0 && n > limit/n {
+			return fmt.Errorf("imagefolder: %s %d: %d×%d pixels exceed the pixel limit of %d", f.name, f.n, n, n, limit)
+		}
+	}
 	return nil
+}
+
+func (c Config) skipPolicy(log func(key string, err error)) stage.SkipPolicy {
+	return stage.SkipPolicy{OnError: c.OnError, MaxSkips: c.MaxSkips, MaxRate: c.MaxSkipRate, Log: log}
 }
 
 // Hooks let the caller add to a run: graph options (a pressure gate, metrics), its
@@ -148,6 +179,10 @@ type Hooks struct {
 	// (internal/metrics implements both).
 	Reads   source.ReadObserver
 	Decodes decode.Observer
+	// Skipped receives every image skipped under Config.OnError = stage.Skip, from
+	// a decode worker; nil writes "psiflow: skipped a bad sample: CAUSE" (which names it)
+	// to standard error.
+	Skipped func(key string, err error)
 }
 
 func (h Hooks) info(format string, args ...any) {
@@ -174,7 +209,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 			return progress.Summary{}, err
 		}
 	}
-	dec, err := decode.NewDecoder(decode.Options{Backend: cfg.Backend})
+	dec, err := decode.NewDecoder(decode.Options{Backend: cfg.Backend, MaxPixels: cfg.MaxPixels})
 	if err != nil {
 		return progress.Summary{}, err
 	}
@@ -273,6 +308,16 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		mu.Unlock()
 		return e
 	}
+	skipped := hooks.Skipped
+	if skipped == nil {
+		skipped = func(key string, err error) {
+			if strings.Contains(err.Error(), key) {
+				fmt.Fprintf(os.Stderr, "psiflow: skipped a bad sample: %v\n", err)
+			} else {
+				fmt.Fprintf(os.Stderr, "psiflow: skipped bad sample %s: %v\n", key, err)
+			}
+		}
+	}
 	if cache != nil && cache.mode == CacheEncoded {
 		inner := get
 		get = func(h *elastic.Held[*source.Sample]) decode.Encoded {
@@ -303,14 +348,19 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	// entries the kernel reclaimed during the first pass); with a cache, hits are
 	// served from it. It returns the cache entries found reclaimed.
 	pass := func(epoch int, paths []string) (late []string, lookups int64, err error) {
+		mu.Lock()
+		itemsBefore := sum.Items
+		mu.Unlock()
+		g := flow.New("imagefolder", append(slices.Clone(graphOpts), hooks.Options...)...)
+		// Decoded bytes are reserved from the graph's budget before decoding.
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
 			Workers: cfg.Workers, Ordered: cfg.Ordered, Observer: hooks.Decodes,
 			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: decode.CHW},
+			Budget:    g.Budget(), Skip: cfg.skipPolicy(skipped),
 		}, get)
 		if err != nil {
 			return nil, 0, err
 		}
-		g := flow.New("imagefolder", append(slices.Clone(graphOpts), hooks.Options...)...)
 		// narrow admits a file to decoding only while a decode slot is free: the
 		// memory runtime narrows decoding under pressure.
 		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*decode.Sample] {
@@ -361,7 +411,17 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		mu.Lock()
 		sum.Stages = g.Stats()
 		sum.Peak = max(sum.Peak, g.Budget().MaxInUse())
+		var skippedNow int64
+		for _, s := range sum.Stages {
+			skippedNow += s.Skipped
+		}
+		sum.Skipped += skippedNow
+		delivered := sum.Items
 		mu.Unlock()
+		if err == nil && skippedNow > 0 && delivered == itemsBefore {
+			// skipping is for a few bad files, not for a dataset that cannot be read
+			err = fmt.Errorf("imagefolder: epoch %d: every one of the %d samples was skipped as bad (see the skipped lines)", epoch, skippedNow)
+		}
 		return late, lookups, err
 	}
 	for epoch := range cfg.Epochs {

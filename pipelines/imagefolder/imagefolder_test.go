@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -265,5 +267,100 @@ func TestFloorOf(t *testing.T) {
 	}
 	if _, err := FloorOf(c, []string{filepath.Join(root, "missing.jpg")}); err == nil || !strings.Contains(err.Error(), "missing.jpg") {
 		t.Fatalf("floor of a missing file: %v", err)
+	}
+}
+
+// TestSkipBadImages: with OnError skip, every good image of every epoch is
+// delivered exactly once, every bad one (truncated, not an image, a PNG
+// header claiming 100000×100000) is named and counted, never delivered.
+func TestSkipBadImages(t *testing.T) {
+	root := writeFolder(t, 30)
+	bad := map[string][]byte{
+		"class0/truncated.jpg": nil,
+		"class1/garbage.jpg":   []byte("<html>404</html>"),
+		"class1/bomb.png": append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x01\x86\xa0\x00\x01\x86\xa0\x08\x00\x00\x00\x00"),
+			make([]byte, 40)...),
+	}
+	good, err := os.ReadFile(filepath.Join(root, "class0", "000.jpg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad["class0/truncated.jpg"] = good[:len(good)/3]
+	for name, data := range bad {
+		if err := os.WriteFile(filepath.Join(root, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ordered := range []bool{false, true} {
+		c := smallConfig(root)
+		c.Epochs, c.Ordered, c.OnError = 2, ordered, stage.Skip
+		var mu sync.Mutex
+		delivered := map[string]int{}
+		skipped := map[string]int{}
+		sum, err := Run(context.Background(), c, Hooks{
+			Consume: func(_ context.Context, b *decode.Batch) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, k := range b.Keys {
+					delivered[k]++
+				}
+				return nil
+			},
+			Skipped: func(key string, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if !strings.Contains(err.Error(), key) {
+					t.Errorf("skip of %s says %v", key, err)
+				}
+				skipped[key]++
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Elapsed <= 0 {
+			t.Errorf("elapsed %v", sum.Elapsed)
+		}
+		if len(delivered) != 30 || sum.Items != 60 || sum.Skipped != 6 || len(skipped) != 3 {
+			t.Fatalf("ordered=%v: %d distinct delivered, %d items, %d skipped (%v)", ordered, len(delivered), sum.Items, sum.Skipped, skipped)
+		}
+		for k, n := range delivered {
+			if n != 2 {
+				t.Errorf("%s delivered %d times in 2 epochs", k, n)
+			}
+		}
+		for name := range bad {
+			if skipped[filepath.Join(root, name)] != 2 {
+				t.Errorf("%s skipped %d times, want 2", name, skipped[filepath.Join(root, name)])
+			}
+		}
+	}
+	// the default stops at the first bad image and names it
+	c := smallConfig(root)
+	_, err = Run(context.Background(), c, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), root) {
+		t.Fatalf("stop policy: %v", err)
+	}
+	c.OnError, c.MaxSkips = stage.Skip, 2
+	if _, err = Run(context.Background(), c, Hooks{Skipped: func(string, error) {}}); err == nil || !strings.Contains(err.Error(), "-max-skips 2") {
+		t.Fatalf("max skips: %v", err)
+	}
+	c.MaxSkips = -1
+	if err := c.Validate(); err == nil {
+		t.Fatal("negative MaxSkips accepted")
+	}
+}
+
+// TestEverySampleSkipped: skipping every sample of an epoch is an error, not an
+// empty success.
+func TestEverySampleSkipped(t *testing.T) {
+	root := writeFolder(t, 5)
+	c := smallConfig(root)
+	c.OnError, c.MaxPixels = stage.Skip, 100
+	c.Resize, c.Crop = 8, 8
+	var n atomic.Int64
+	_, err := Run(context.Background(), c, Hooks{Skipped: func(string, error) { n.Add(1) }})
+	if err == nil || !strings.Contains(err.Error(), "every one of the 5 samples was skipped") || n.Load() != 5 {
+		t.Fatalf("Run = %v after %d skips", err, n.Load())
 	}
 }

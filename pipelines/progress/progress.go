@@ -14,6 +14,7 @@ type Summary struct {
 	Bytes   int64             // payload bytes read or generated
 	Elapsed time.Duration     // wall time of the whole run
 	Peak    int64             // most budget bytes in use at once
+	Skipped int64             // samples dropped under a skip policy, over all runs
 	Stages  []flow.StageStats // per-stage counters of the last graph run
 	Epochs  []Epoch           // one per pass over the data, where the pipeline has epochs
 }

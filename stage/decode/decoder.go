@@ -51,6 +51,24 @@ type Options struct {
 	// image's shorter side must stay; 0 means 2. Only factors ≤ 1/2 are
 	// used (libjpeg-turbo's 7/8 … 5/8 are slower than full size).
 	DCTScaleMargin float64
+	// MaxPixels is the largest width × height decoded; a larger image is
+	// refused from its header, before anything is allocated, with a
+	// [*LimitError]. 0 means [DefaultMaxPixels] (Pillow's limit); a
+	// negative value turns the limit off (the header is still checked and
+	// the decoded size still reserved from a stage's budget).
+	MaxPixels int64
+}
+
+// MaxPixels returns the pixel limit in force (0: none).
+func (d *Decoder) MaxPixels() int64 {
+	switch m := d.opts.MaxPixels; {
+	case m == 0:
+		return DefaultMaxPixels
+	case m < 0:
+		return 0
+	default:
+		return m
+	}
 }
 
 // Decoder decodes JPEG and PNG samples into RGB [Image] values. It is safe
@@ -197,27 +215,111 @@ var pngMagic = []byte("\x89PNG\r\n\x1a\n")
 // sample in errors. minShort is the shorter side the caller will resize to
 // (0 if unknown): when DCT scaling is enabled and a JPEG's shorter side can be
 // scaled by ≤ 1/2 while staying at least minShort × margin, TurboJPEG decodes
-// at that smaller size. Errors are [*Error] values.
+// at that smaller size. The header is read first ([Decoder.Inspect]): an
+// image over the pixel limit is refused before anything is allocated.
+// Errors are [*Error] values.
 func (d *Decoder) Decode(dst *Image, data []byte, name string, minShort int) error {
-	f := Format(data)
-	var err error
-	switch f {
+	info, err := d.Inspect(data, name, minShort)
+	if err != nil {
+		return err
+	}
+	switch info.Format {
 	case "jpeg":
 		if d.lib != nil {
-			err = d.decodeTurbo(dst, data, minShort)
+			err = d.decodeTurbo(dst, data, minShort, info)
 		} else {
 			err = decodeStdJPEG(dst, data)
 		}
 	case "png":
 		err = decodeStdPNG(dst, data)
-	default:
-		n := min(len(data), 8)
-		err = fmt.Errorf("unrecognised data (first bytes % x)", data[:n])
 	}
 	if err != nil {
-		return &Error{Name: name, Format: f, Err: err}
+		return &Error{Name: name, Format: info.Format, Err: err}
 	}
 	return nil
+}
+
+// Inspect reads data's header (nothing is decoded or allocated beyond a few
+// bytes) and returns the image's size and what decoding it with minShort
+// (as for [Decoder.Decode]) will allocate. An image over the pixel limit is
+// a [*LimitError]; a header that cannot be parsed, or claims an empty or
+// impossible size, is an error too. Errors are [*Error] values naming name.
+func (d *Decoder) Inspect(data []byte, name string, minShort int) (Info, error) {
+	f := Format(data)
+	info, err := d.inspect(f, data, minShort)
+	if err != nil {
+		return Info{}, &Error{Name: name, Format: f, Err: err}
+	}
+	return info, nil
+}
+
+func (d *Decoder) inspect(f string, data []byte, minShort int) (Info, error) {
+	limit := d.MaxPixels()
+	switch f {
+	case "jpeg":
+		h, err := parseJPEGHeader(data)
+		if err != nil {
+			return Info{}, err
+		}
+		if err := checkPixels("image", int64(h.w), int64(h.h), limit); err != nil {
+			return Info{}, err
+		}
+		in := Info{Format: f, Width: h.w, Height: h.h, Components: h.comps, Progressive: h.progressive, BitDepth: 8}
+		// the image padded to whole MCUs, as the decoders allocate it
+		mw, mh := int64(8*h.hmax), int64(8*h.vmax)
+		padded := satMul((int64(h.w)+mw-1)/mw*mw, (int64(h.h)+mh-1)/mh*mh)
+		comps := int64(h.comps)
+		if d.lib != nil {
+			sf := d.pickScale(h.w, h.h, minShort)
+			in.DecodedW, in.DecodedH = sf.Scale(h.w), sf.Scale(h.h)
+			out := satMul(int64(in.DecodedW), int64(in.DecodedH))
+			in.DecodeBytes = satMul(out, 3)
+			if h.comps == 4 {
+				in.DecodeBytes = satAdd(in.DecodeBytes, satMul(out, 4)) // CMYK scratch
+			}
+			if h.progressive {
+				// libjpeg keeps every coefficient (a 16-bit JCOEF) of the image
+				in.DecodeBytes = satAdd(in.DecodeBytes, satMul(padded, 2*comps))
+			}
+			return in, nil
+		}
+		in.DecodedW, in.DecodedH = h.w, h.h
+		planes := satMul(padded, 3) // Y + Cb + Cr at most
+		switch h.comps {
+		case 1:
+			planes = padded
+		case 4:
+			planes = satMul(padded, 8) // YCbCr + K, then the CMYK image
+		}
+		if h.progressive {
+			// image/jpeg keeps a [64]int32 block per 8×8 of every component
+			planes = satAdd(planes, satMul(padded, 4*comps))
+		}
+		in.DecodeBytes = satAdd(planes, satMul(satMul(int64(h.w), int64(h.h)), 3))
+		return in, nil
+	case "png":
+		h, err := parsePNGHeader(data)
+		if err != nil {
+			return Info{}, err
+		}
+		if err := checkPixels("image", int64(h.w), int64(h.h), limit); err != nil {
+			return Info{}, err
+		}
+		px := satMul(int64(h.w), int64(h.h))
+		img := satMul(px, h.bytesPerPixel())
+		if h.interlaced {
+			img = satMul(img, 2) // the seven pass images, then the whole one
+		}
+		rows := satMul(satMul(int64(h.w), int64(h.channels()*max(h.depth, 8)/8)+1), 2)
+		return Info{Format: f, Width: h.w, Height: h.h, Components: h.channels(), Progressive: h.interlaced,
+			BitDepth: h.depth, DecodedW: h.w, DecodedH: h.h,
+			DecodeBytes: satAdd(satAdd(img, rows), satMul(px, 3))}, nil
+	}
+	n := min(len(data), 8)
+	if n == 0 {
+		return Info{}, errors.New("empty data (0 bytes)")
+	}
+	return Info{}, fmt.Errorf("unrecognised data (first bytes % x)", data[:n])
 }
 
 // Scale returns the DCT scaling factor Decode would use for a JPEG of w×h
@@ -246,13 +348,17 @@ func (d *Decoder) pickScale(w, h, minShort int) turbojpeg.ScalingFactor {
 	return one
 }
 
-func (d *Decoder) decodeTurbo(dst *Image, data []byte, minShort int) error {
+func (d *Decoder) decodeTurbo(dst *Image, data []byte, minShort int, info Info) error {
 	w, err := d.get()
 	if err != nil {
 		return err
 	}
 	defer d.put(w)
 	hdr, err := w.d.Header(data)
+	if err == nil && (hdr.Width != info.Width || hdr.Height != info.Height) {
+		// both read the first SOF; a difference means a file built to confuse
+		return fmt.Errorf("TurboJPEG reads a %d×%d header where the frame header says %d×%d", hdr.Width, hdr.Height, info.Width, info.Height)
+	}
 	if err != nil {
 		// TurboJPEG 2.x refuses some valid layouts (4:1:0 subsampling:
 		// "Could not determine subsampling type"); libjpeg proper and the
@@ -278,6 +384,9 @@ func (d *Decoder) decodeTurbo(dst *Image, data []byte, minShort int) error {
 			w.cmyk = make([]byte, n)
 		}
 		buf := w.cmyk[:n]
+		if n > maxRetained {
+			w.cmyk = nil // a rare large image's scratch is not kept
+		}
 		if err := w.d.Decompress(data, hdr, f, turbojpeg.PixelCMYK, flags, buf); err != nil {
 			return err
 		}

@@ -46,6 +46,18 @@
 // eight bytes per step) that compute the same 32-bit sums. Other CPUs run
 // the portable Go loops, with the same results.
 //
+// # Hostile input
+//
+// Every image's header is read first ([Decoder.Inspect]: psiflow's own JPEG
+// SOF and PNG IHDR parsers, every length checked): an image over
+// [Options.MaxPixels] ([DefaultMaxPixels], Pillow's limit, by default) is a
+// [*LimitError] before anything is allocated, and so are crop, resize and
+// resize-result sizes over it. [Processor.Plan] bounds the bytes one image
+// needs; [NewStage] reserves them from the graph's byte budget
+// ([StageConfig.Budget]) before decoding, with a bounded wait and then a
+// one-image overdraft instead of a deadlock, and skips bad images under
+// [StageConfig.Skip]. See docs/HOSTILE-INPUT-decode.md.
+//
 // # Errors
 //
 // Every decoding error is an [*Error] naming the sample (file name or key)

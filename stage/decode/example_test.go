@@ -2,6 +2,7 @@ package decode_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -81,4 +82,27 @@ func ExampleDecoder_FallbackReason() {
 	defer dec.Close()
 	fmt.Println(dec.Backend(), "-", dec.FallbackReason())
 	// Output: stdlib - standard library selected by configuration
+}
+
+// Read an image's header before decoding: its size, what decoding it will
+// allocate, and a refusal of decompression bombs before anything is allocated.
+func ExampleDecoder_Inspect() {
+	dec, err := decode.NewDecoder(decode.Options{Backend: decode.BackendStd})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer dec.Close()
+	info, err := dec.Inspect(samplePNG(64, 48), "a.png", 0)
+	fmt.Println(info.Format, info.Width, info.Height, info.DecodeBytes >= 64*48*3, err)
+
+	// a PNG whose header claims 100000×100000 (the rest does not matter)
+	bomb := samplePNG(1, 1)
+	copy(bomb[16:24], []byte{0, 1, 0x86, 0xa0, 0, 1, 0x86, 0xa0})
+	_, err = dec.Inspect(bomb, "bomb.png", 0)
+	var le *decode.LimitError
+	fmt.Println(errors.As(err, &le), le.W, le.H, le.Limit)
+	// Output:
+	// png 64 48 true <nil>
+	// true 100000 100000 89478485
 }

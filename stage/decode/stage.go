@@ -35,6 +35,9 @@ func (s *Sample) Release() {
 		p := s.pool
 		s.pool = nil
 		s.Key = ""
+		if cap(s.Tensor.U8) > maxRetained || cap(s.Tensor.F32)*4 > maxRetained {
+			s.Tensor.U8, s.Tensor.F32 = nil, nil
+		}
 		p.Put(s)
 	}
 }
@@ -59,13 +62,34 @@ type StageConfig struct {
 	Transform Transform
 	// Observer, when set, is told of every image decoded (or failed).
 	Observer Observer
+	// Budget, when not nil, is the graph's byte budget (flow's
+	// Graph.Budget()): each image's decoded bytes ([Plan.Bytes], from its
+	// header) are reserved from it before anything is allocated and given
+	// back once the sample is made. See [DefaultBudgetWait] for what happens
+	// when the budget is full.
+	Budget Budget
+	// BudgetWait is how long a worker waits for its bytes in a full budget
+	// before it decodes on a bounded overdraft; 0 means [DefaultBudgetWait].
+	BudgetWait time.Duration
+	// Skip says what a bad image does: stop the stage (the default) or be
+	// skipped, logged and counted (stage.Metrics.Skipped), within limits.
+	Skip stage.SkipPolicy
+	// Stats, when not nil, receives the stage's reservation counters.
+	Stats *ReserveStats
 }
 
 // NewStage returns a stage that decodes the elements' images with dec and
 // applies cfg.Transform, producing pooled [*Sample] values. get extracts the
 // encoded bytes from an input element; the input is released (if it is a
-// stage.Releaser) as soon as it has been decoded, successfully or not. A
-// decoding error stops the stage and names the sample.
+// stage.Releaser) as soon as it has been decoded, successfully or not.
+//
+// Each image's header is read first ([Processor.Plan]): an image over the
+// decoder's pixel limit is refused before anything is allocated, and the
+// bytes decoding will take are reserved from cfg.Budget. A bad image (an
+// unreadable header, a size over the limit, a decoding error) stops the
+// stage with an error naming the sample, or, under cfg.Skip, is skipped:
+// named through cfg.Skip.Log, counted, and the next sample goes on, in
+// order when cfg.Ordered.
 func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Encoded) (stage.Stage[I, *Sample], error) {
 	if dec == nil || get == nil {
 		return nil, fmt.Errorf("decode stage %q: nil decoder or accessor", name)
@@ -76,17 +100,48 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 	if err := cfg.Transform.Validate(); err != nil {
 		return nil, fmt.Errorf("decode stage %q: %w", name, err)
 	}
+	if err := cfg.Transform.checkLimit(dec.MaxPixels()); err != nil {
+		return nil, fmt.Errorf("decode stage %q: %w", name, err)
+	}
+	if cfg.BudgetWait < 0 {
+		return nil, fmt.Errorf("decode stage %q: budget wait %v: must be 0 (default) or more", name, cfg.BudgetWait)
+	}
+	skip, err := stage.NewSkipper(cfg.Skip)
+	if err != nil {
+		return nil, fmt.Errorf("decode stage %q: %w", name, err)
+	}
+	res := &reserver{b: cfg.Budget, wait: cfg.BudgetWait, bounded: dec.MaxPixels() > 0,
+		sem: make(chan struct{}, 1), stats: cfg.Stats}
+	if res.wait == 0 {
+		res.wait = DefaultBudgetWait
+	}
+	if res.stats == nil {
+		res.stats = &ReserveStats{}
+	}
 	procs := &processorPool{dec: dec, tr: cfg.Transform}
 	samples := &sync.Pool{}
 	samples.New = func() any { return &Sample{} }
 	f := func(ctx context.Context, v I) (*Sample, error) {
 		defer stage.ReleaseValue(v)
+		skip.Seen()
 		enc := get(v)
 		p, err := procs.get()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("decode stage %q: %w", name, err)
 		}
 		defer procs.put(p)
+		plan, err := p.Plan(enc.Data, enc.Key)
+		if err != nil {
+			return nil, skip.Handle(enc.Key, err)
+		}
+		release, err := res.reserve(ctx, plan.Bytes)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, skip.Handle(enc.Key, fmt.Errorf("decode %s: %w", enc.Key, err))
+		}
+		defer release()
 		s := samples.Get().(*Sample)
 		s.pool = samples
 		var start time.Time
@@ -98,7 +153,7 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 			if cfg.Observer != nil {
 				cfg.Observer.ObserveDecode(len(enc.Data), 0, time.Since(start), err)
 			}
-			return nil, fmt.Errorf("decode stage %q: %w", name, err)
+			return nil, skip.Handle(enc.Key, err) // names the sample; the graph names the stage
 		}
 		if cfg.Observer != nil {
 			cfg.Observer.ObserveDecode(len(enc.Data), s.Size(), time.Since(start), nil)
