@@ -71,7 +71,11 @@ func ExampleBroadcast() {
 }
 
 func ExampleBudget() {
-	b := flow.NewBudget(100)
+	b, err := flow.NewBudget(100)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	_ = b.Acquire(context.Background(), 60)
 	fmt.Println(b.TryAcquire(50), b.InUse())
 	b.Release(60)

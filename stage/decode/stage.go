@@ -18,9 +18,9 @@ type Encoded struct {
 	Label int64
 }
 
-// Sample is a decoded, transformed image. It comes from a pool: Release it
-// when done (a sink or [Collate] does), and it implements stage.Releaser and
-// stage.Sized.
+// Sample is a decoded, transformed image. It comes from a pool, to which the
+// graph returns it when the sample's life ends (it implements stage.Releaser
+// and stage.Sized).
 type Sample struct {
 	Key    string
 	Label  int64
@@ -60,9 +60,10 @@ type StageConfig struct {
 
 // NewStage returns a stage that decodes the elements' images with dec and
 // applies cfg.Transform, producing pooled [*Sample] values. get extracts the
-// encoded bytes from an input element; the input is released (if it is a
-// stage.Releaser) as soon as it has been decoded, successfully or not. A
-// decoding error stops the stage and names the sample.
+// encoded bytes from an input element; the graph releases the input (if it is
+// a stage.Releaser) as soon as it has been decoded, successfully or not, and
+// each sample when its life ends. A decoding error stops the stage and names
+// the sample.
 func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Encoded) (stage.Stage[I, *Sample], error) {
 	if dec == nil || get == nil {
 		return nil, fmt.Errorf("decode stage %q: nil decoder or accessor", name)
@@ -77,7 +78,6 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 	samples := &sync.Pool{}
 	samples.New = func() any { return &Sample{} }
 	f := func(ctx context.Context, v I) (*Sample, error) {
-		defer stage.ReleaseValue(v)
 		enc := get(v)
 		p, err := procs.get()
 		if err != nil {
@@ -93,10 +93,7 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 		s.Key, s.Label = enc.Key, enc.Label
 		return s, nil
 	}
-	if cfg.Ordered {
-		return stage.OrderedParMap(name, cfg.Workers, f), nil
-	}
-	return stage.ParMap(name, cfg.Workers, f), nil
+	return stage.Apply(name, cfg.Workers, cfg.Ordered, f), nil
 }
 
 // processorPool hands out Processors (one per concurrent worker).
@@ -129,7 +126,8 @@ func (p *processorPool) put(pr *Processor) {
 }
 
 // Batch is a collated batch: one tensor of shape [n, sample shape...], with
-// the samples' keys and labels. It comes from a pool: Release it when done.
+// the samples' keys and labels. It comes from a pool, to which the graph
+// returns it when the batch's life ends.
 type Batch struct {
 	Keys   []string
 	Labels []int64
@@ -156,18 +154,14 @@ func (b *Batch) Size() int64 {
 }
 
 // Collate returns a stage that copies each slice of samples (from
-// stage.Batch) into one contiguous [*Batch] and releases the samples. All
+// stage.Batch) into one contiguous [*Batch]; the graph releases the samples
+// once they are copied, and the batch when its life ends. All
 // samples of a batch must have the same shape and type, else the error names
 // the first sample that differs.
 func Collate(name string) stage.Stage[[]*Sample, *Batch] {
 	pool := &sync.Pool{}
 	pool.New = func() any { return &Batch{} }
-	return stage.Map(name, func(ctx context.Context, ss []*Sample) (*Batch, error) {
-		defer func() {
-			for _, s := range ss {
-				s.Release()
-			}
-		}()
+	return stage.Apply(name, 1, true, func(ctx context.Context, ss []*Sample) (*Batch, error) {
 		b := pool.Get().(*Batch)
 		b.pool = pool
 		if err := collate(b, ss); err != nil {
