@@ -241,9 +241,8 @@ func Sink[T any](in Stream[T], name string, fn func(ctx context.Context, v T) er
 		in.g.errorf("graph %q: sink %q: no function", in.g.name, name)
 	}
 	addSink(in, name, "flow.Sink", func(ctx context.Context, port stage.In[T], e stage.Envelope[T]) error {
-		err := fn(ctx, e.Value)
-		port.Discard(e)
-		return err
+		defer port.Discard(e) // also when fn panics
+		return fn(ctx, e.Value)
 	})
 }
 

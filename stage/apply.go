@@ -122,6 +122,13 @@ func (s *mapStage[I, O]) loop(ctx context.Context, in In[I], out Out[O], seq *se
 	fctx, k := withKeeper(ctx)
 	release := s.own == graphReleases
 	outRelease := MayRelease[O]()
+	var busy *Claim // the claim of the element f is working on, ended if f panics
+	defer func() {
+		if busy != nil {
+			busy.settle(release)
+			busy.Drop()
+		}
+	}()
 	for {
 		var e Envelope[I]
 		var ok bool
@@ -135,7 +142,9 @@ func (s *mapStage[I, O]) loop(ctx context.Context, in In[I], out Out[O], seq *se
 			return nil
 		}
 		k.kept = false
+		busy = e.Claim
 		v, err := s.f(fctx, e.Value)
+		busy = nil
 		if err != nil {
 			e.Claim.settle(release)
 			e.Claim.Drop()

@@ -15,7 +15,7 @@ func Filter[T any](name string, keep func(ctx context.Context, v T) (bool, error
 			if !ok {
 				return nil
 			}
-			k, err := keep(ctx, e.Value)
+			k, err := guard(in, e, func() (bool, error) { return keep(ctx, e.Value) })
 			if err != nil {
 				in.Discard(e)
 				return err
@@ -29,4 +29,18 @@ func Filter[T any](name string, keep func(ctx context.Context, v T) (bool, error
 			}
 		}
 	})
+}
+
+// guard runs f, which works on e; if f panics, e is discarded before the
+// panic goes on (to become the stage's error).
+func guard[T, R any](in In[T], e Envelope[T], f func() (R, error)) (r R, err error) {
+	done := false
+	defer func() {
+		if !done {
+			in.Discard(e)
+		}
+	}()
+	r, err = f()
+	done = true
+	return r, err
 }

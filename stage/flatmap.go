@@ -20,27 +20,35 @@ func FlatMap[I, O any](name string, f func(ctx context.Context, v I, emit func(O
 			if !ok {
 				return nil
 			}
-			// The input's own resource is taken out of the claim the outputs
-			// will share, and put back only if f keeps it.
-			var res Releaser
-			if c := e.Claim; c != nil && c.refs.Load() == 1 {
-				res, c.res = c.res, nil
-			}
-			k.kept = false
-			err := f(fctx, e.Value, func(v O) error {
-				return out.Send(ctx, Envelope[O]{Value: v, Claim: e.Claim.Retain()})
-			})
-			if res != nil {
-				if k.kept && err == nil {
-					e.Claim.res = res // released with the last output
-				} else {
-					res.Release()
-				}
-			}
-			e.Claim.Drop()
-			if err != nil {
+			if err := flatOne(ctx, fctx, k, e, out, f); err != nil {
 				return err
 			}
 		}
+	})
+}
+
+// flatOne runs f on one element and ends the element, also if f panics.
+func flatOne[I, O any](ctx, fctx context.Context, k *keeper, e Envelope[I], out Out[O], f func(ctx context.Context, v I, emit func(O) error) error) error {
+	// The input's own resource is taken out of the claim the outputs will
+	// share, and put back only if f keeps it.
+	var res Releaser
+	if c := e.Claim; c != nil && c.refs.Load() == 1 {
+		res, c.res = c.res, nil
+	}
+	k.kept = false
+	defer func() {
+		if res != nil {
+			if k.kept {
+				// Released with the last output, which may still be in
+				// flight even if f failed or panicked afterwards.
+				e.Claim.res = res
+			} else {
+				res.Release()
+			}
+		}
+		e.Claim.Drop()
+	}()
+	return f(fctx, e.Value, func(v O) error {
+		return out.Send(ctx, Envelope[O]{Value: v, Claim: e.Claim.Retain()})
 	})
 }

@@ -15,7 +15,7 @@ func Tap[T any](name string, observe func(v T)) Stage[T, T] {
 			if !ok {
 				return nil
 			}
-			observe(e.Value)
+			_, _ = guard(in, e, func() (struct{}, error) { observe(e.Value); return struct{}{}, nil })
 			if err := out.Send(ctx, e); err != nil {
 				return err
 			}
