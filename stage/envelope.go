@@ -256,7 +256,7 @@ func MaySize[T any]() bool {
 
 // isInterface reports whether T is an interface type.
 func isInterface[T any]() bool {
-	return any((*T)(nil)) != nil && any(*new(T)) == nil
+	return any(*new(T)) == nil // only an interface type's zero value is a nil any
 }
 
 // SizeOf returns v's size if it is [Sized], else 0.
