@@ -116,8 +116,7 @@ func TestPanicBecomesErrorWithStack(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := func(_ context.Context, v int) (int, error) {
 				if v == 3 {
-					var m map[string]int
-					m["x"] = v // nil map write panics
+					_ = ints(v)[v] // index out of range panics
 				}
 				return v, nil
 			}

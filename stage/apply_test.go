@@ -113,4 +113,3 @@ func TestOrderedApplyReordersOutOfOrderCompletion(t *testing.T) {
 		t.Fatalf("unordered output %v: element 0 should come last", got2)
 	}
 }
-
