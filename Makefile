@@ -13,7 +13,7 @@ TEST_DEBS  := libturbojpeg0 python3-pil
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: all run build test test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
+.PHONY: all run build test test-short tracked-check vet fmt-check staticcheck deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
 
 all: build
 
@@ -30,9 +30,11 @@ run: deps build
 	@[ -f $(DEMO_DATA)/.complete ] || { rm -rf $(DEMO_DATA) && ./$(BIN) gen jpeg -out $(DEMO_DATA) -n $(DEMO_N) && touch $(DEMO_DATA)/.complete; }
 	./$(BIN) demo -data $(DEMO_DATA) -epochs 2
 
-# All tests: gofmt check, go vet, every test with the race detector and shuffled order.
-test: deps tracked-check fmt-check vet
-	$(GO) test -race -shuffle=on -timeout 9m $(PKGS)
+# All tests: gofmt check, go vet, staticcheck, every test with the race detector and
+# shuffled order. PSIFLOW_REQUIRE_KERNEL=1 makes a kernel test (PSI, cgroups, io_uring,
+# reclaim) that skips although this host supports the feature fail (internal/kerneltest).
+test: deps tracked-check fmt-check vet staticcheck
+	PSIFLOW_REQUIRE_KERNEL=1 $(GO) test -race -shuffle=on -timeout 9m $(PKGS)
 
 test-short: fmt-check vet
 	$(GO) test -short -timeout 5m $(PKGS)
@@ -45,6 +47,17 @@ tracked-check:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# staticcheck at a pinned version, built into bin/ (ignored) from the module proxy.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)
+$(STATICCHECK):
+	@mkdir -p bin
+	GOBIN=$(CURDIR)/bin/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv bin/.staticcheck/staticcheck $@ && rmdir bin/.staticcheck
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) $(PKGS)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
