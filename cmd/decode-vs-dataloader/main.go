@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: decode_vs_dataloader loader|compare|wrap [flags]")
+		fmt.Fprintln(os.Stderr, "usage: decode-vs-dataloader loader|compare|wrap [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -36,7 +36,7 @@ func main() {
 		err = fmt.Errorf("unknown subcommand %q (want loader or compare)", os.Args[1])
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "decode_vs_dataloader:", err)
+		fmt.Fprintln(os.Stderr, "decode-vs-dataloader:", err)
 		os.Exit(1)
 	}
 }
