@@ -21,6 +21,13 @@ var authoringFiles = []string{"a.jpg", "bb.jpg", "ccc.jpg", "dddd.jpg", "eeeee.j
 // summary is what the sink reports: items, batches and bytes.
 type summary struct{ items, batches, bytes int }
 
+func (s *summary) add(b []int) {
+	s.batches++
+	for _, n := range b {
+		s.items, s.bytes = s.items+1, s.bytes+n
+	}
+}
+
 func (s summary) String() string {
 	return fmt.Sprintf("%d items in %d batches, %d bytes", s.items, s.batches, s.bytes)
 }
@@ -37,10 +44,7 @@ func Example_readMapBatchSink() {
 	})
 	batches := flow.Batch(sizes, "batch", 2, 0)
 	flow.Sink(batches, "train", func(_ context.Context, b []int) error {
-		sum.batches++
-		for _, n := range b {
-			sum.items, sum.bytes = sum.items+1, sum.bytes+n
-		}
+		sum.add(b)
 		return nil
 	})
 	if err := g.Run(context.Background()); err != nil {
@@ -69,10 +73,7 @@ func TestAuthoringGoStreams(t *testing.T) {
 		if !ok {
 			t.Fatalf("element of type %T", x)
 		}
-		sum.batches++
-		for _, n := range b {
-			sum.items, sum.bytes = sum.items+1, sum.bytes+n
-		}
+		sum.add(b)
 	}
 	if got := sum.String(); got != "5 items in 3 batches, 35 bytes" {
 		t.Fatalf("go-streams: %s", got)

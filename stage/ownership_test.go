@@ -25,8 +25,9 @@ type tracker struct {
 func newTracker(t *testing.T) *tracker { return &tracker{t: t, live: map[int]bool{}} }
 
 type rsc struct {
-	tr *tracker
-	id int
+	tr  *tracker
+	id  int
+	seq int // the source's sequence number, carried by copies
 	// refs counts Retain for fan-out.
 	refs atomic.Int32
 }
@@ -81,11 +82,13 @@ func (tr *tracker) check(want int64) {
 // source emits n fresh resources, each with 10 bytes of budget.
 func source(g *flow.Graph, tr *tracker, n int) flow.Stream[*rsc] {
 	return flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[*rsc]) error {
-		for range n {
+		for k := range n {
 			if err := out.Reserve(ctx, 10); err != nil {
 				return err
 			}
-			if err := out.Emit(ctx, tr.get()); err != nil {
+			r := tr.get()
+			r.seq = k
+			if err := out.Emit(ctx, r); err != nil {
 				return err
 			}
 		}
@@ -110,7 +113,9 @@ func TestOwnershipRule(t *testing.T) {
 				// A new resource per input: the graph releases the input when f returns.
 				copied := mapf(source(g, tr, n), "copy", workers, func(_ context.Context, in *rsc) (*rsc, error) {
 					in.alive("copy")
-					return tr.get(), nil
+					c := tr.get()
+					c.seq = in.seq
+					return c, nil
 				})
 				// The input itself travels on: nothing is released.
 				same := flow.Map(copied, "same", workers, func(_ context.Context, in *rsc) (*rsc, error) { return in, nil })
@@ -121,7 +126,7 @@ func TestOwnershipRule(t *testing.T) {
 					}
 					return view{in}, nil
 				})
-				kept := flow.Filter(views, "drop-odd", func(_ context.Context, v view) (bool, error) { return v.of.id%2 == 0, nil })
+				kept := flow.Filter(views, "drop-odd", func(_ context.Context, v view) (bool, error) { return v.of.seq%2 == 0, nil })
 				batches := flow.Batch(kept, "batch", 3, 0)
 				// A map over a batch: the graph releases the members once it returns.
 				sums := flow.Map(batches, "sum", 1, func(_ context.Context, vs []view) (*rsc, error) {
