@@ -105,19 +105,24 @@ func fanOut[T any](in Stream[T], name string, n int, kind string, opts []NodeOpt
 //	in 1: ------- 2 -------|
 //	Merge
 //	out:  -- 1 -- 2 -- 3 --|
-func Merge[T any](name string, ins ...Stream[T]) Stream[T] {
+//
+// Like every step, it takes its input first and its name second; the inputs
+// come as a slice. It panics only when given no input stream at all, since
+// there is then no graph to report the mistake to.
+func Merge[T any](ins []Stream[T], name string, opts ...NodeOption) Stream[T] {
 	if len(ins) == 0 || ins[0].g == nil {
 		panic(fmt.Sprintf("flow.Merge(%q): no input streams", name))
 	}
 	g := ins[0].g
+	cfg := configure(opts)
 	for _, s := range ins {
 		if s.g != g {
 			g.errorf("graph %q: merge %q: inputs come from different graphs", g.name, name)
-			return newStream[T](g, name, 0)
+			return newStream[T](g, name, cfg.queueSize)
 		}
 		s.consume(name)
 	}
-	out := newStream[T](g, name, 0)
+	out := newStream[T](g, name, cfg.queueSize)
 	nd := &node{name: name, kind: "merge"}
 	g.addNode(nd)
 	nd.run = func(ctx context.Context) error {

@@ -221,7 +221,7 @@ func TestBudgetNeverExceededUnderConcurrency(t *testing.T) {
 			return nil
 		}))
 	}
-	m := flow.Merge("merge", srcs...)
+	m := flow.Merge(srcs, "merge")
 	work := flow.Via(m, stage.Apply("work", 4, false, func(_ context.Context, b *blob) (*blob, error) { jitter(int(b.n)); return b, nil }))
 	keep := flow.Via(work, stage.Filter("drop-odd", func(_ context.Context, b *blob) (bool, error) { return b.n%2 == 0, nil }))
 	batches := flow.Via(keep, stage.Batch[*blob]("batch", 5, time.Millisecond))
@@ -275,7 +275,7 @@ func TestFanOutAndMerge(t *testing.T) {
 	flow.Collect(copies[0], "all", &all)
 	parts := flow.RoundRobin(copies[1], "rr", 3)
 	var evens []int
-	merged := flow.Merge("merge", parts[0], parts[1], parts[2])
+	merged := flow.Merge(parts, "merge")
 	flow.Collect(merged, "merged", &evens)
 	if err := g.Run(context.Background()); err != nil {
 		t.Fatal(err)
