@@ -157,7 +157,7 @@ func (s *mapStage[I, O]) loop(ctx context.Context, in In[I], out Out[O], seq *se
 				same = c.owns(r) // f returned its input: it travels on as it is
 			}
 		}
-		if !k.kept && !same {
+		if c != nil && !k.kept && !same {
 			c.settle(release)
 		}
 		if seq != nil {
