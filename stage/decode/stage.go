@@ -51,7 +51,7 @@ type StageConfig struct {
 	// Workers is how many samples are decoded at once (≥ 1); each worker
 	// borrows one TurboJPEG handle and one [Processor].
 	Workers int
-	// Ordered keeps the input order (stage.OrderedParMap) instead of
+	// Ordered keeps the input order (as flow.OrderedMap does) instead of
 	// completion order.
 	Ordered bool
 	// Transform is applied after decoding.
