@@ -226,7 +226,8 @@ func TestOwnershipFanOutAndCollect(t *testing.T) {
 		})
 	}
 	var kept []*rsc
-	flow.Collect(flow.Batch(outs[2], "batch", 4, 0), "collect", new([][]*rsc))
+	var collected [][]*rsc
+	flow.Collect(flow.Batch(outs[2], "batch", 4, 0), "collect", &collected)
 	flow.Collect(flow.Filter(flow.Source(g, "src2", func(ctx context.Context, out *flow.Emitter[*rsc]) error {
 		return out.Emit(ctx, tr.get())
 	}), "all", func(context.Context, *rsc) (bool, error) { return true, nil }), "collect2", &kept)
@@ -243,6 +244,55 @@ func TestOwnershipFanOutAndCollect(t *testing.T) {
 	}
 	if g.Budget().InUse() != 0 {
 		t.Fatalf("budget %d in use", g.Budget().InUse())
+	}
+	// The caller owns what it collected: releasing it ends every resource,
+	// which holds only if each sink released its own copy exactly once.
+	for _, b := range collected {
+		for _, r := range b {
+			r.Release()
+		}
+	}
+	for _, r := range kept {
+		r.Release()
+	}
+	tr.check(11)
+}
+
+func TestOwnershipFlatMap(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			tr := newTracker(t)
+			g := flow.New("own", flow.WithBudget(1000))
+			views := flow.FlatMap(source(g, tr, 10), "split", func(ctx context.Context, in *rsc, emit func(view) error) error {
+				if keep {
+					stage.Keep(ctx) // the outputs point into the input
+				}
+				for range 3 {
+					if err := emit(view{in}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			seen := 0
+			flow.Sink(views, "sink", func(_ context.Context, v view) error {
+				if keep {
+					v.of.alive("sink after a kept flat-map")
+				}
+				seen++
+				return nil
+			})
+			if err := g.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if seen != 30 {
+				t.Fatalf("%d outputs, want 30", seen)
+			}
+			tr.check(10)
+			if g.Budget().InUse() != 0 {
+				t.Fatalf("budget %d in use", g.Budget().InUse())
+			}
+		})
 	}
 }
 
