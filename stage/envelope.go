@@ -216,7 +216,7 @@ type Envelope[T any] struct {
 // sent is released too when it is a [Releaser].
 func Discard[T any](e Envelope[T]) {
 	if !e.held {
-		if r, ok := any(e.Value).(Releaser); ok && !e.Claim.owns(r) {
+		if r, ok := any(e.Value).(Releaser); ok && !isNilPointer(r) && !e.Claim.owns(r) {
 			r.Release()
 		}
 	}

@@ -316,3 +316,25 @@ func TestKeepOutsideAMapIsIgnored(t *testing.T) {
 		t.Fatal("Keep reported success outside a map")
 	}
 }
+
+// A map may return a nil pointer of a Releaser type: nothing to release.
+func TestOwnershipNilResult(t *testing.T) {
+	tr := newTracker(t)
+	g := flow.New("own")
+	out := flow.Map(source(g, tr, 5), "nothing", 2, func(context.Context, *rsc) (*rsc, error) { return nil, nil })
+	n := 0
+	flow.Sink(out, "sink", func(_ context.Context, r *rsc) error {
+		if r != nil {
+			t.Error("non-nil result")
+		}
+		n++
+		return nil
+	})
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 {
+		t.Fatalf("%d results", n)
+	}
+	tr.check(5)
+}

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"reflect"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -193,9 +194,16 @@ func (o Out[T]) Metrics() *Metrics { return o.m }
 func own[T any](e Envelope[T]) Envelope[T] {
 	e.held = true
 	r, ok := any(e.Value).(Releaser)
-	if !ok || e.Claim.owns(r) {
+	if !ok || isNilPointer(r) || e.Claim.owns(r) {
 		return e
 	}
 	e.Claim = hold(e.Claim, r)
 	return e
+}
+
+// isNilPointer reports whether r is a nil pointer (a map that returns a nil
+// *T for "nothing"): there is nothing to release.
+func isNilPointer(r Releaser) bool {
+	v := reflect.ValueOf(r)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
