@@ -300,7 +300,7 @@ func TestOwnershipFlatMap(t *testing.T) {
 func TestDeprecatedMapFunctionOwnsInput(t *testing.T) {
 	tr := newTracker(t)
 	g := flow.New("own")
-	out := flow.Via(source(g, tr, 20), stage.ParMap("copy", 2, func(_ context.Context, in *rsc) (*rsc, error) { //nolint:staticcheck // the deprecated rule under test
+	out := flow.Via(source(g, tr, 20), stage.ParMap("copy", 2, func(_ context.Context, in *rsc) (*rsc, error) { // the deprecated rule under test
 		in.Release()
 		return tr.get(), nil
 	}))
