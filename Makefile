@@ -14,7 +14,7 @@ TEST_DEBS  := libturbojpeg0 python3-pil prometheus
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: fuzz fuzz-source all run build test test-rules test-cotenant test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
+.PHONY: fuzz fuzz-source all run build test test-rules test-cotenant test-short tracked-check vet fmt-check staticcheck deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
 
 all: build
 
@@ -33,9 +33,11 @@ run: deps build
 	@[ -f $(DEMO_DATA)/.complete ] || { rm -rf $(DEMO_DATA) && ./$(BIN) gen jpeg -out $(DEMO_DATA) -n $(DEMO_N) && touch $(DEMO_DATA)/.complete; }
 	DATA=$(DEMO_DATA) EPOCHS=2 ./$(BIN) run $(PIPELINE)
 
-# All tests: gofmt check, go vet, every test with the race detector and shuffled order.
-test: deps tracked-check fmt-check vet test-rules test-cotenant
-	$(GO) test -race -shuffle=on -timeout 9m $(PKGS)
+# All tests: gofmt check, go vet, staticcheck, every test with the race detector and
+# shuffled order. PSIFLOW_REQUIRE_KERNEL=1 makes a kernel test (PSI, cgroups, io_uring,
+# reclaim) that skips although this host supports the feature fail (internal/kerneltest).
+test: deps tracked-check fmt-check vet staticcheck test-rules test-cotenant
+	PSIFLOW_REQUIRE_KERNEL=1 $(GO) test -race -shuffle=on -timeout 9m $(PKGS)
 
 # The Prometheus recording and alert rules: syntax, then their unit tests.
 test-rules: deps
@@ -58,6 +60,17 @@ tracked-check:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# staticcheck at a pinned version, built into bin/ (ignored) from the module proxy.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)
+$(STATICCHECK):
+	@mkdir -p bin
+	GOBIN=$(CURDIR)/bin/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv bin/.staticcheck/staticcheck $@ && rmdir bin/.staticcheck
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) $(PKGS)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 // childMain runs the test binary as a helper child. Modes:
@@ -117,7 +119,7 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 func newTestGroup(t *testing.T, tree *Tree) *Group {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("creating cgroups needs root")
+		kerneltest.Skip(t, kerneltest.Cgroups, "creating cgroups needs root")
 	}
 	name := fmt.Sprintf("test-%s-%d", unsafeName.ReplaceAllString(t.Name(), "_"), os.Getpid())
 	g, err := tree.New(name)
@@ -137,7 +139,7 @@ func realTree(t *testing.T) *Tree {
 	t.Helper()
 	tree, err := DefaultTree()
 	if err != nil {
-		t.Skipf("no cgroup file system: %v", err)
+		kerneltest.Skip(t, kerneltest.Cgroups, "no cgroup file system: %v", err)
 	}
 	return tree
 }

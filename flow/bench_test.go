@@ -9,7 +9,6 @@ import (
 	gsflow "github.com/reugn/go-streams/flow"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/stage"
 )
 
 // The per-element overhead benchmarks push b.N integers through five
@@ -31,7 +30,7 @@ func BenchmarkChain5(b *testing.B) {
 			return nil
 		})
 		for i := range chainStages {
-			s = flow.Via(s, stage.Map(fmt.Sprint("m", i), inc))
+			s = flow.Map(s, fmt.Sprint("m", i), 1, inc)
 		}
 		sum := 0
 		flow.Sink(s, "sink", func(_ context.Context, v int) error { sum += v; return nil })
@@ -164,8 +163,8 @@ func BenchmarkBudgetedGraph(b *testing.B) {
 				}
 				return nil
 			})
-			s = flow.Via(s, stage.Map("touch", func(_ context.Context, v *sized) (*sized, error) { v.buf[0]++; return v, nil }))
-			s = flow.Via(s, stage.ParMap("work", 2, func(_ context.Context, v *sized) (*sized, error) { return v, nil }))
+			s = flow.Map(s, "touch", 1, func(_ context.Context, v *sized) (*sized, error) { v.buf[0]++; return v, nil })
+			s = flow.Map(s, "work", 2, func(_ context.Context, v *sized) (*sized, error) { return v, nil })
 			flow.Sink(s, "sink", func(_ context.Context, v *sized) error { pool <- v; return nil })
 			b.SetBytes(int64(size))
 			b.ResetTimer()

@@ -39,15 +39,17 @@ func (e *ErrOversize) Error() string {
 	return fmt.Sprintf("flow: request of %d bytes exceeds the byte budget of %d bytes", e.Request, e.Limit)
 }
 
-// NewBudget returns a budget of limit bytes; limit must be positive.
-func NewBudget(limit int64) *Budget {
+// NewBudget returns a budget of limit bytes, to share between graphs with
+// [WithSharedBudget]; a limit that is not positive is an error. (A graph's own
+// budget is made by [WithBudget].)
+func NewBudget(limit int64) (*Budget, error) {
 	if limit <= 0 {
-		panic(fmt.Sprintf("flow.NewBudget: limit %d must be positive", limit))
+		return nil, fmt.Errorf("flow: byte budget of %d bytes: must be positive", limit)
 	}
 	b := &Budget{}
 	b.limit.Store(limit)
 	b.ceiling.Store(limit)
-	return b
+	return b, nil
 }
 
 // Limit returns the budget's size in bytes.

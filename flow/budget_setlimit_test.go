@@ -30,7 +30,10 @@ func waitWaiting(t *testing.T, b *flow.Budget, n int64) {
 
 func TestBudgetSetLimitShrinkWaitsGrowWakes(t *testing.T) {
 	ctx := context.Background()
-	b := flow.NewBudget(100)
+	b, err := flow.NewBudget(100)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Acquire(ctx, 60); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +68,10 @@ func TestBudgetSetLimitShrinkWaitsGrowWakes(t *testing.T) {
 
 func TestBudgetSetLimitLargeRequestRunsAlone(t *testing.T) {
 	ctx := context.Background()
-	b := flow.NewBudget(100)
+	b, err := flow.NewBudget(100)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := b.SetLimit(10); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +101,10 @@ func TestBudgetSetLimitLargeRequestRunsAlone(t *testing.T) {
 func TestBudgetSetLimitConcurrentNeverExceedsCeiling(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b := flow.NewBudget(1000)
+	b, err := flow.NewBudget(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -4,12 +4,33 @@
 // # Building a graph
 //
 // A [Graph] starts with sources ([Source], [FromSlice], [FromChan],
-// [FromOutlet]), continues with stages ([Via] with any [stage.Stage]), may fan
-// out ([Broadcast], [RoundRobin]) and merge ([Merge]), and ends in sinks
-// ([Sink], [Collect], [ToInlet]). Each function returns a typed [Stream], so a
-// stage whose input type does not match its upstream's output does not
-// compile. Every stream must be consumed exactly once; [Graph.Run] reports
-// wiring mistakes by stage name before it starts anything.
+// [FromOutlet]); every step then takes the stream before it and a name and
+// returns the next stream: [Map] and [OrderedMap] (a function on N workers),
+// [Filter], [FlatMap], [Batch], [Tap], and [Via] for a ready or custom
+// [stage.Stage]. It may fan out ([Broadcast], [RoundRobin]) and merge
+// ([Merge]), and ends in sinks ([Sink], [Collect], [ToInlet]). Types are
+// inferred, so a step whose input type does not match its upstream's output
+// does not compile. Every stream must be consumed exactly once.
+//
+// # Configuration
+//
+// Building a graph never fails on the spot and never panics on bad
+// arguments: a wiring mistake (a stream used twice or never, two stages
+// with one name) or a bad argument (workers < 1, a batch size of 0, a
+// budget that is not positive) is recorded where it is made, and
+// [Graph.Run] returns them all, naming each stage, before it starts
+// anything. Objects made on their own ([NewBudget]) return an error from
+// their constructor.
+//
+// # Ownership
+//
+// An element's budget bytes and its resource (a value with a Release
+// method) are one handle, a [stage.Claim]. The graph releases it when the
+// element is consumed (a sink's or a map's function returned), dropped (a
+// filter) or discarded (an error, a cancellation); a batch releases all its
+// members. User functions never call Release; a map whose result points into
+// its input calls [stage.Keep]. [Collect] and [ToInlet] hand values out of
+// the graph with their resources.
 //
 // # Backpressure
 //

@@ -3,10 +3,10 @@ package flow_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/stage"
 )
 
 // A pipeline of typed stages: read, decode on 4 workers in input order,
@@ -25,10 +25,10 @@ func Example() {
 		}
 		return nil
 	})
-	decoded := flow.Via(files, stage.OrderedParMap("decode", 4, func(_ context.Context, name string) (string, error) {
+	decoded := flow.OrderedMap(files, "decode", 4, func(_ context.Context, name string) (string, error) {
 		return strings.ToUpper(name), nil
-	}))
-	batches := flow.Via(decoded, stage.Batch[string]("batch", 2, 0))
+	})
+	batches := flow.Batch(decoded, "batch", 2, 0)
 	flow.Sink(batches, "train", func(_ context.Context, b []string) error {
 		fmt.Println(b)
 		return nil
@@ -48,12 +48,12 @@ func Example() {
 func ExampleGraph_Run() {
 	g := flow.New("example")
 	nums := flow.FromSlice(g, "numbers", []int{1, 2, 0, 4})
-	inv := flow.Via(nums, stage.Map("invert", func(_ context.Context, v int) (float64, error) {
+	inv := flow.Map(nums, "invert", 1, func(_ context.Context, v int) (float64, error) {
 		if v == 0 {
 			return 0, fmt.Errorf("cannot invert 0")
 		}
 		return 1 / float64(v), nil
-	}))
+	})
 	flow.Sink(inv, "print", func(_ context.Context, v float64) error { return nil })
 	fmt.Println(g.Run(context.Background()))
 	// Output: stage "invert": cannot invert 0
@@ -71,7 +71,11 @@ func ExampleBroadcast() {
 }
 
 func ExampleBudget() {
-	b := flow.NewBudget(100)
+	b, err := flow.NewBudget(100)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	_ = b.Acquire(context.Background(), 60)
 	fmt.Println(b.TryAcquire(50), b.InUse())
 	b.Release(60)
@@ -83,7 +87,7 @@ func ExampleBudget() {
 
 // A budget resized while in use: shrinking revokes nothing, new requests wait.
 func ExampleBudget_SetLimit() {
-	b := flow.NewBudget(64)
+	b, _ := flow.NewBudget(64)
 	_ = b.Acquire(context.Background(), 40)
 	_ = b.SetLimit(32)
 	fmt.Println(b.TryAcquire(1), b.InUse(), b.Limit())
@@ -92,4 +96,98 @@ func ExampleBudget_SetLimit() {
 	// Output:
 	// false 40 32
 	// true 16
+}
+
+// Map runs a function on several workers; results leave as they complete.
+func ExampleMap() {
+	g := flow.New("example")
+	squares := flow.Map(flow.FromSlice(g, "numbers", []int{1, 2, 3, 4}), "square", 2, func(_ context.Context, v int) (int, error) {
+		return v * v, nil
+	})
+	var got []int
+	flow.Collect(squares, "collect", &got)
+	if err := g.Run(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+	slices.Sort(got) // completion order
+	fmt.Println(got)
+	// Output: [1 4 9 16]
+}
+
+// OrderedMap keeps the input order whatever the workers' speed.
+func ExampleOrderedMap() {
+	g := flow.New("example")
+	words := flow.OrderedMap(flow.FromSlice(g, "numbers", []int{3, 1, 2}), "spell", 3, func(_ context.Context, v int) (string, error) {
+		return strings.Repeat("*", v), nil
+	})
+	flow.Sink(words, "print", func(_ context.Context, w string) error {
+		fmt.Println(w)
+		return nil
+	})
+	if err := g.Run(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// ***
+	// *
+	// **
+}
+
+func ExampleFilter() {
+	g := flow.New("example")
+	even := flow.Filter(flow.FromSlice(g, "numbers", []int{1, 2, 3, 4}), "even", func(_ context.Context, v int) (bool, error) {
+		return v%2 == 0, nil
+	})
+	var got []int
+	flow.Collect(even, "collect", &got)
+	_ = g.Run(context.Background())
+	fmt.Println(got)
+	// Output: [2 4]
+}
+
+func ExampleBatch() {
+	g := flow.New("example")
+	batches := flow.Batch(flow.FromSlice(g, "numbers", []int{1, 2, 3, 4, 5}), "batch", 2, 0)
+	var got [][]int
+	flow.Collect(batches, "collect", &got)
+	_ = g.Run(context.Background())
+	fmt.Println(got)
+	// Output: [[1 2] [3 4] [5]]
+}
+
+func ExampleTap() {
+	g := flow.New("example")
+	seen := 0
+	counted := flow.Tap(flow.FromSlice(g, "numbers", []int{1, 2, 3}), "count", func(int) { seen++ })
+	flow.Sink(counted, "drop", func(context.Context, int) error { return nil })
+	_ = g.Run(context.Background())
+	fmt.Println(seen)
+	// Output: 3
+}
+
+func ExampleFlatMap() {
+	g := flow.New("example")
+	words := flow.FlatMap(flow.FromSlice(g, "lines", []string{"a b", "c"}), "split", func(_ context.Context, line string, emit func(string) error) error {
+		for _, w := range strings.Fields(line) {
+			if err := emit(w); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var got []string
+	flow.Collect(words, "collect", &got)
+	_ = g.Run(context.Background())
+	fmt.Println(got)
+	// Output: [a b c]
+}
+
+// A mistake in a stage's arguments is reported by Run, naming the stage,
+// before anything starts.
+func ExampleGraph_Run_badArguments() {
+	g := flow.New("example")
+	b := flow.Batch(flow.FromSlice(g, "numbers", []int{1, 2, 3}), "batch", 0, 0)
+	flow.Sink(b, "drop", func(context.Context, []int) error { return nil })
+	fmt.Println(g.Run(context.Background()))
+	// Output: graph "example": stage "batch": batch size 0: must be at least 1
 }

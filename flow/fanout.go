@@ -8,10 +8,11 @@ import (
 	"github.com/psiflow/psiflow/stage"
 )
 
-// Broadcast sends every element of in to each of n outputs. Each output holds
-// the element's claim (retained n-1 times). Values that are [stage.Releaser]s
-// must also be [stage.Retainer]s, since each consumer releases its copy; a
-// Broadcast of values that cannot be retained is reported by Run.
+// Broadcast sends every element of in to each of n outputs. Each copy holds
+// a reference to the element's claim, so its bytes come back when the last
+// copy ends. Values that are [stage.Releaser]s must also be
+// [stage.Retainer]s, since the graph releases each copy; a Broadcast of
+// values that cannot be retained is reported by Run.
 //
 //	in:    -- 1 -- 2 --|
 //	Broadcast(2)
@@ -19,17 +20,12 @@ import (
 //	out 1: -- 1 -- 2 --|
 func Broadcast[T any](in Stream[T], name string, n int, opts ...NodeOption) []Stream[T] {
 	return fanOut(in, name, n, "broadcast", opts, func(ctx context.Context, e stage.Envelope[T], outs []stage.Out[T], _ *int) error {
-		for i := 1; i < len(outs); i++ {
-			e.Claim.Retain()
-			if r, ok := any(e.Value).(stage.Retainer); ok {
-				r.Retain()
-			}
-		}
+		copies := stage.Copies(e, len(outs))
 		for i, o := range outs {
-			if err := o.Send(ctx, e); err != nil {
+			if err := o.Send(ctx, copies[i]); err != nil {
 				// Send discarded the copy for output i; discard the ones not yet sent.
-				for range outs[i+1:] {
-					stage.Discard(e)
+				for _, c := range copies[i+1:] {
+					stage.Discard(c)
 				}
 				return err
 			}
@@ -109,19 +105,24 @@ func fanOut[T any](in Stream[T], name string, n int, kind string, opts []NodeOpt
 //	in 1: ------- 2 -------|
 //	Merge
 //	out:  -- 1 -- 2 -- 3 --|
-func Merge[T any](name string, ins ...Stream[T]) Stream[T] {
+//
+// Like every step, it takes its input first and its name second; the inputs
+// come as a slice. It panics only when given no input stream at all, since
+// there is then no graph to report the mistake to.
+func Merge[T any](ins []Stream[T], name string, opts ...NodeOption) Stream[T] {
 	if len(ins) == 0 || ins[0].g == nil {
 		panic(fmt.Sprintf("flow.Merge(%q): no input streams", name))
 	}
 	g := ins[0].g
+	cfg := configure(opts)
 	for _, s := range ins {
 		if s.g != g {
 			g.errorf("graph %q: merge %q: inputs come from different graphs", g.name, name)
-			return newStream[T](g, name, 0)
+			return newStream[T](g, name, cfg.queueSize)
 		}
 		s.consume(name)
 	}
-	out := newStream[T](g, name, 0)
+	out := newStream[T](g, name, cfg.queueSize)
 	nd := &node{name: name, kind: "merge"}
 	g.addNode(nd)
 	nd.run = func(ctx context.Context) error {

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,94 +47,6 @@ func runWithin(t *testing.T, g *flow.Graph, ctx context.Context, what string) er
 	}
 }
 
-func TestMapStagesKeepOrFreeOrder(t *testing.T) {
-	double := func(_ context.Context, v int) (int, error) { jitter(v); return 2 * v, nil }
-	tests := []struct {
-		name    string
-		st      stage.Stage[int, int]
-		ordered bool
-	}{
-		{"map", stage.Map("m", double), true},
-		{"ordered-1", stage.OrderedParMap("m", 1, double), true},
-		{"ordered-4", stage.OrderedParMap("m", 4, double), true},
-		{"ordered-16", stage.OrderedParMap("m", 16, double), true},
-		{"unordered-1", stage.ParMap("m", 1, double), false},
-		{"unordered-4", stage.ParMap("m", 4, double), false},
-		{"unordered-16", stage.ParMap("m", 16, double), false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			g := flow.New("t")
-			var got []int
-			flow.Collect(flow.Via(flow.FromSlice(g, "src", ints(500)), tc.st), "sink", &got)
-			if err := g.Run(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			want := make([]int, 500)
-			for i := range want {
-				want[i] = 2 * i
-			}
-			if !tc.ordered {
-				slices.Sort(got)
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("got %v..., want %v...", got[:min(10, len(got))], want[:10])
-			}
-		})
-	}
-}
-
-func TestOrderedParMapReordersOutOfOrderCompletion(t *testing.T) {
-	// Element 0 finishes last; the ordered variant must still emit it first,
-	// the unordered one must not wait for it.
-	release := make(chan struct{})
-	slowFirst := func(_ context.Context, v int) (int, error) {
-		if v == 0 {
-			<-release
-		}
-		return v, nil
-	}
-	g := flow.New("t")
-	var got []int
-	var once sync.Once
-	out := flow.Via(flow.FromSlice(g, "src", ints(4)), stage.OrderedParMap("m", 4, slowFirst))
-	flow.Sink(out, "sink", func(_ context.Context, v int) error { got = append(got, v); return nil })
-	go func() {
-		// Let the others finish first; closing is safe whenever it happens.
-		time.Sleep(5 * time.Millisecond)
-		once.Do(func() { close(release) })
-	}()
-	if err := g.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got, []int{0, 1, 2, 3}) {
-		t.Fatalf("ordered output %v", got)
-	}
-
-	release2 := make(chan struct{})
-	g2 := flow.New("t2")
-	var got2 []int
-	out2 := flow.Via(flow.FromSlice(g2, "src", ints(4)), stage.ParMap("m", 4, func(_ context.Context, v int) (int, error) {
-		if v == 0 {
-			<-release2
-		}
-		return v, nil
-	}))
-	flow.Sink(out2, "sink", func(_ context.Context, v int) error {
-		got2 = append(got2, v)
-		if len(got2) == 3 {
-			close(release2) // 1, 2, 3 arrived while 0 was still blocked
-		}
-		return nil
-	})
-	if err := g2.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got2[3] != 0 {
-		t.Fatalf("unordered output %v: element 0 should come last", got2)
-	}
-}
-
 var errBoom = errors.New("boom")
 
 func TestErrorFromAnyStageCancelsGraph(t *testing.T) {
@@ -164,7 +75,7 @@ func TestErrorFromAnyStageCancelsGraph(t *testing.T) {
 					}
 				}
 			})
-			s := flow.Via(src, stage.Map("map", func(_ context.Context, v int) (int, error) { return v, check("map", v) }))
+			s := flow.Via(src, stage.Apply("map", 1, true, func(_ context.Context, v int) (int, error) { return v, check("map", v) }))
 			s = flow.Via(s, stage.Filter("filter", func(_ context.Context, v int) (bool, error) { return true, check("filter", v) }))
 			s = flow.Via(s, stage.FlatMap("flatmap", func(_ context.Context, v int, emit func(int) error) error {
 				if err := check("flatmap", v); err != nil {
@@ -172,8 +83,8 @@ func TestErrorFromAnyStageCancelsGraph(t *testing.T) {
 				}
 				return emit(v)
 			}))
-			s = flow.Via(s, stage.ParMap("parmap", 3, func(_ context.Context, v int) (int, error) { return v, check("parmap", v) }))
-			s = flow.Via(s, stage.OrderedParMap("ordered", 3, func(_ context.Context, v int) (int, error) { return v, check("ordered", v) }))
+			s = flow.Via(s, stage.Apply("parmap", 3, false, func(_ context.Context, v int) (int, error) { return v, check("parmap", v) }))
+			s = flow.Via(s, stage.Apply("ordered", 3, true, func(_ context.Context, v int) (int, error) { return v, check("ordered", v) }))
 			b := flow.Via(s, stage.Batch[int]("batch", 4, 0))
 			s = flow.Via(b, stage.FlatMap("batch-after", func(_ context.Context, vs []int, emit func(int) error) error {
 				for _, v := range vs {
@@ -205,19 +116,18 @@ func TestPanicBecomesErrorWithStack(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := func(_ context.Context, v int) (int, error) {
 				if v == 3 {
-					var m map[string]int
-					m["x"] = v // nil map write panics
+					_ = ints(v)[v] // index out of range panics
 				}
 				return v, nil
 			}
 			var st stage.Stage[int, int]
 			switch name {
 			case "map":
-				st = stage.Map(name, f)
+				st = stage.Apply(name, 1, true, f)
 			case "parmap":
-				st = stage.ParMap(name, 2, f)
+				st = stage.Apply(name, 2, false, f)
 			default:
-				st = stage.OrderedParMap(name, 2, f)
+				st = stage.Apply(name, 2, true, f)
 			}
 			g := flow.New("t")
 			var got []int
@@ -253,7 +163,7 @@ func TestCancellationStopsPromptly(t *testing.T) {
 					}
 				}
 			})
-			s := flow.Via(src, stage.OrderedParMap("work", workers, func(_ context.Context, v int) (int, error) { return v, nil }))
+			s := flow.Via(src, stage.Apply("work", workers, true, func(_ context.Context, v int) (int, error) { return v, nil }))
 			s2 := flow.Via(s, stage.Batch[int]("batch", 8, time.Millisecond))
 			var seen atomic.Int64
 			flow.Sink(s2, "sink", func(ctx context.Context, v []int) error {
@@ -311,8 +221,8 @@ func TestBudgetNeverExceededUnderConcurrency(t *testing.T) {
 			return nil
 		}))
 	}
-	m := flow.Merge("merge", srcs...)
-	work := flow.Via(m, stage.ParMap("work", 4, func(_ context.Context, b *blob) (*blob, error) { jitter(int(b.n)); return b, nil }))
+	m := flow.Merge(srcs, "merge")
+	work := flow.Via(m, stage.Apply("work", 4, false, func(_ context.Context, b *blob) (*blob, error) { jitter(int(b.n)); return b, nil }))
 	keep := flow.Via(work, stage.Filter("drop-odd", func(_ context.Context, b *blob) (bool, error) { return b.n%2 == 0, nil }))
 	batches := flow.Via(keep, stage.Batch[*blob]("batch", 5, time.Millisecond))
 	flow.Sink(batches, "sink", func(_ context.Context, bs []*blob) error {
@@ -365,7 +275,7 @@ func TestFanOutAndMerge(t *testing.T) {
 	flow.Collect(copies[0], "all", &all)
 	parts := flow.RoundRobin(copies[1], "rr", 3)
 	var evens []int
-	merged := flow.Merge("merge", parts[0], parts[1], parts[2])
+	merged := flow.Merge(parts, "merge")
 	flow.Collect(merged, "merged", &evens)
 	if err := g.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -422,6 +332,20 @@ func TestWiringMistakesAreReported(t *testing.T) {
 		{"bad batch", func(g *flow.Graph) {
 			flow.Sink(flow.Via(flow.FromSlice(g, "src", ints(3)), stage.Batch[int]("b", 0, 0)), "sink", func(context.Context, []int) error { return nil })
 		}, `stage "b": batch size 0`},
+		{"no workers", func(g *flow.Graph) {
+			m := flow.Map(flow.FromSlice(g, "src", ints(3)), "square", 0, func(_ context.Context, v int) (int, error) { return v * v, nil })
+			flow.Sink(m, "sink", func(context.Context, int) error { return nil })
+		}, `stage "square": workers 0: must be at least 1`},
+		{"negative workers", func(g *flow.Graph) {
+			m := flow.OrderedMap(flow.FromSlice(g, "src", ints(3)), "square", -2, func(_ context.Context, v int) (int, error) { return v * v, nil })
+			flow.Sink(m, "sink", func(context.Context, int) error { return nil })
+		}, `stage "square": workers -2`},
+		{"negative batch wait", func(g *flow.Graph) {
+			flow.Sink(flow.Batch(flow.FromSlice(g, "src", ints(3)), "b", 2, -time.Second), "sink", func(context.Context, []int) error { return nil })
+		}, `stage "b": batch max wait -1s`},
+		{"nil map function", func(g *flow.Graph) {
+			flow.Sink(flow.Map[int, int](flow.FromSlice(g, "src", ints(3)), "m", 1, nil), "sink", func(context.Context, int) error { return nil })
+		}, `stage "m": no function`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -430,6 +354,12 @@ func TestWiringMistakesAreReported(t *testing.T) {
 			err := g.Run(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run returned %v; want an error containing %q", err, tc.want)
+			}
+			// Reported before anything ran: no stage counted an element.
+			for _, st := range g.Stats() {
+				if st.ItemsOut != 0 {
+					t.Fatalf("stage %q sent %d elements before the mistake was reported", st.Name, st.ItemsOut)
+				}
 			}
 		})
 	}

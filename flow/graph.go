@@ -62,16 +62,26 @@ type Option func(*Graph)
 // A limit that is not positive is reported by Run.
 func WithBudget(limit int64) Option {
 	return func(g *Graph) {
-		if limit <= 0 {
-			g.buildErr = append(g.buildErr, fmt.Errorf("graph %q: byte budget of %d bytes: must be positive", g.name, limit))
+		b, err := NewBudget(limit)
+		if err != nil {
+			g.buildErr = append(g.buildErr, fmt.Errorf("graph %q: %w", g.name, err))
 			return
 		}
-		g.budget = NewBudget(limit)
+		g.budget = b
 	}
 }
 
 // WithSharedBudget makes the graph draw on b, which other graphs may share.
-func WithSharedBudget(b *Budget) Option { return func(g *Graph) { g.budget = b } }
+// A nil b is reported by Run.
+func WithSharedBudget(b *Budget) Option {
+	return func(g *Graph) {
+		if b == nil {
+			g.buildErr = append(g.buildErr, fmt.Errorf("graph %q: shared budget is nil", g.name))
+			return
+		}
+		g.budget = b
+	}
+}
 
 // WithGate makes every source acquire a permit from gate before it reserves
 // bytes and produces an element (see [Gate]).
@@ -194,7 +204,11 @@ func configure(opts []NodeOption) nodeConfig {
 	return c
 }
 
-// Via runs st on the elements of in and returns its output stream.
+// Via runs st on the elements of in and returns its output stream. It is the
+// way to add a custom stage ([stage.New]) or a ready one (decode.NewStage);
+// [Map], [OrderedMap], [Filter], [FlatMap], [Batch] and [Tap] cover the
+// common ones. A stage whose configuration is wrong ([stage.Validator]) is
+// reported by [Graph.Run], naming it.
 func Via[I, O any](in Stream[I], st stage.Stage[I, O], opts ...NodeOption) Stream[O] {
 	g := in.g
 	name := st.Name()
@@ -206,6 +220,11 @@ func Via[I, O any](in Stream[I], st stage.Stage[I, O], opts ...NodeOption) Strea
 	out := newStream[O](g, name, cfg.queueSize)
 	n := &node{name: name, kind: "stage"}
 	g.addNode(n)
+	if v, ok := st.(stage.Validator); ok {
+		if err := v.Validate(); err != nil {
+			g.errorf("graph %q: stage %q: %v", g.name, name, err)
+		}
+	}
 	n.run = func(ctx context.Context) error {
 		return st.Run(ctx, stage.NewIn(in.ch, n.metrics), stage.NewOut(out.ch, n.metrics))
 	}
@@ -213,15 +232,17 @@ func Via[I, O any](in Stream[I], st stage.Stage[I, O], opts ...NodeOption) Strea
 	return out
 }
 
-// Sink consumes in, calling fn for every element in order. After fn returns,
-// the element's claim is dropped and its value released if it is a
-// [stage.Releaser] (for a batch, each member that is one): fn must not
-// release it itself, and fn that keeps a value beyond the call must Retain it.
+// Sink consumes in, calling fn for every element in order. When fn returns,
+// the graph releases the element's handle: its budget bytes and its
+// resources (for a batch, every member's). fn never releases it, and must not
+// keep the value beyond the call: copy what must outlive it.
 func Sink[T any](in Stream[T], name string, fn func(ctx context.Context, v T) error) {
+	if fn == nil && in.g != nil {
+		in.g.errorf("graph %q: sink %q: no function", in.g.name, name)
+	}
 	addSink(in, name, "flow.Sink", func(ctx context.Context, port stage.In[T], e stage.Envelope[T]) error {
-		err := fn(ctx, e.Value)
-		port.Discard(e)
-		return err
+		defer port.Discard(e) // also when fn panics
+		return fn(ctx, e.Value)
 	})
 }
 

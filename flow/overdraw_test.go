@@ -11,7 +11,10 @@ import (
 // TestOverdraw: an overdraft is taken at once beyond the limit, and sources
 // wait until it is paid back.
 func TestOverdraw(t *testing.T) {
-	b := flow.NewBudget(100)
+	b, err := flow.NewBudget(100)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !b.TryAcquire(60) {
 		t.Fatal("60 of 100 refused")
 	}

@@ -57,7 +57,7 @@ func (e *Emitter[T]) Emit(ctx context.Context, v T) error {
 			n = stage.SizeOf(v)
 		}
 		if err := e.Reserve(ctx, n); err != nil {
-			stage.ReleaseValue(v)
+			stage.Discard(stage.Envelope[T]{Value: v})
 			return err
 		}
 	}
@@ -131,11 +131,13 @@ func FromChan[T any](g *Graph, name string, ch <-chan T, opts ...NodeOption) Str
 	}, opts...)
 }
 
-// Collect is a sink that appends every element to *dst, which takes
-// ownership of the values ([stage.Releaser] values are not released). Claims
-// are dropped as elements arrive. It is meant for tests and small results.
+// Collect is a sink that appends every element to *dst. Budget bytes are
+// returned as elements arrive; the values' resources ([stage.Releaser]
+// values, a batch's members) pass to the caller with the values and are not
+// released by the graph. It is meant for tests and small results.
 func Collect[T any](in Stream[T], name string, dst *[]T) {
 	addSink(in, name, "flow.Collect", func(_ context.Context, _ stage.In[T], e stage.Envelope[T]) error {
+		stage.Detach(e.Claim)
 		e.Claim.Drop()
 		*dst = append(*dst, e.Value)
 		return nil

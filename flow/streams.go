@@ -90,11 +90,13 @@ func ToInlet[T any](in Stream[T], name string, inlet streams.Inlet) {
 			if !ok {
 				return nil
 			}
-			e.Claim.Drop()
 			select {
 			case ch <- e.Value:
+				// Ownership of the value's resources passed to go-streams.
+				stage.Detach(e.Claim)
+				e.Claim.Drop()
 			case <-ctx.Done():
-				stage.ReleaseValue(e.Value)
+				port.Discard(e)
 				return ctx.Err()
 			}
 		}

@@ -69,7 +69,7 @@ func TestImageFolderLabelsAndShapes(t *testing.T) {
 	}
 	reg, rec := checkRegistry(t)
 	data, _ := Shipped().(interface{ ReadFile(string) ([]byte, error) }).ReadFile("imagefolder.yaml")
-	p, err := Parse("imagefolder.yaml", data, Options{Registry: reg, Env: envOf(map[string]string{"DATA": dir}),
+	_, err := Parse("imagefolder.yaml", data, Options{Registry: reg, Env: envOf(map[string]string{"DATA": dir}),
 		Set: []string{"sink.kind=x", "resources.budget=16MiB", "read.read_buffers=0", "decode.resize=20", "decode.center_crop=16", "batch.size=3"}})
 	if err == nil {
 		t.Fatal("sink.kind=x was accepted as a parameter")
@@ -82,7 +82,8 @@ stages:
 sink: record
 resources: {budget: 16MiB, pressure: off}
 `
-	if p, err = Parse("f.yaml", []byte(file), Options{Registry: reg}); err != nil {
+	p, err := Parse("f.yaml", []byte(file), Options{Registry: reg})
+	if err != nil {
 		t.Fatal(err)
 	}
 	sum, err := Run(context.Background(), p, Hooks{})

@@ -410,9 +410,10 @@ func buildToTensors(b *Build, cfg *Config, in Stream) (Stream, error) {
 		return Stream{}, err
 	}
 	want := cfg.Strings("columns")
-	return Wrap(TensorsType, flow.Via(tables, stage.Map(b.Name, func(_ context.Context, tb *source.Batch) (*Tensors, error) {
+	// The tensors are copies: the graph releases each record batch once converted.
+	return Wrap(TensorsType, flow.OrderedMap(tables, b.Name, 1, func(_ context.Context, tb *source.Batch) (*Tensors, error) {
 		return columnsToTensors(tb, want)
-	})))
+	}))
 }
 
 // columnsToTensors converts the named columns of tb (all when names is empty).

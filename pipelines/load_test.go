@@ -95,12 +95,12 @@ func TestInterpolationAndOverrides(t *testing.T) {
 		t.Fatalf("literal ${: %v", err)
 	}
 	file = strings.Replace(good, "{items: 10}", "\n    items: \"${N:-7}\"\n    width: ${W}", 1)
-	p, err := Parse("f.yaml", []byte(file), Options{Env: envOf(map[string]string{"W": "100"}),
+	_, err = Parse("f.yaml", []byte(file), Options{Env: envOf(map[string]string{"W": "100"}),
 		Set: []string{"stages.1.size=9", "resources.budget=3MiB", "epochs=3", "source.height=50", "collate.x=1"}})
 	if err == nil || !strings.Contains(err.Error(), `collate: unknown parameter "x"`) && !strings.Contains(err.Error(), `unknown parameter "x"`) {
 		t.Fatalf("override of an unknown parameter: %v", err)
 	}
-	p, err = Parse("f.yaml", []byte(file), Options{Env: envOf(map[string]string{"W": "100", "N": ""}),
+	p, err := Parse("f.yaml", []byte(file), Options{Env: envOf(map[string]string{"W": "100", "N": ""}),
 		Set: []string{"stages.1.size=9", "resources.budget=3MiB", "epochs=3", "source.height=50"}})
 	if err != nil {
 		t.Fatal(err)

@@ -115,8 +115,6 @@ func StringListParam(name string, def []string, doc string) Param {
 	return Param{Name: name, Type: StringList, Default: def, Doc: doc}
 }
 
-func (p Param) withoutWords() Param { p.Words = nil; return p }
-
 // Require marks p as required (it has no default).
 func (p Param) Require() Param { p.Required = true; p.Default = nil; return p }
 
@@ -289,7 +287,7 @@ func NewType[T any](name, doc string, count func(T) (items, bytes int64)) *ElemT
 			for i, s := range ss {
 				ins[i] = s.(flow.Stream[T])
 			}
-			return flow.Merge(name, ins...)
+			return flow.Merge(ins, name)
 		},
 		sink: func(s any, name string, fn func(ctx context.Context, v any) error) {
 			flow.Sink(s.(flow.Stream[T]), name, func(ctx context.Context, v T) error { return fn(ctx, v) })

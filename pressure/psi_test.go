@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 func TestParse(t *testing.T) {
@@ -118,7 +120,7 @@ func TestReadSystemPSI(t *testing.T) {
 	for _, res := range []string{"memory", "io", "cpu"} {
 		p, err := ReadPSI(SystemPressurePath(res))
 		if errors.Is(err, ErrNoPSI) {
-			t.Skipf("kernel offers no PSI here: %v", err)
+			kerneltest.Skip(t, kerneltest.PSI, "kernel offers no PSI here: %v", err)
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", res, err)

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 const (
@@ -103,7 +104,7 @@ func newTestGroup(t *testing.T, limit int64) *cgroup.Group {
 	g, err := cgroup.New(name)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) || errors.Is(err, errors.ErrUnsupported) {
-			t.Skipf("the kernel refuses to create cgroup %s: %v", name, err)
+			kerneltest.Skip(t, kerneltest.Cgroups, "the kernel refuses to create cgroup %s: %v", name, err)
 		}
 		t.Fatalf("create cgroup %s: %v", name, err)
 	}
@@ -219,7 +220,7 @@ func TestTriggerFiresUnderRealPressure(t *testing.T) {
 	g := newTestGroup(t, 256*mib)
 	path, err := g.PressurePath("memory")
 	if err != nil {
-		t.Skipf("the kernel offers no memory.pressure for cgroup %s: %v", g.Name(), err)
+		kerneltest.Skip(t, kerneltest.PSI, "the kernel offers no memory.pressure for cgroup %s: %v", g.Name(), err)
 	}
 	file := uncachedFile(t, 300*mib)
 
@@ -425,7 +426,7 @@ func TestTriggerEndsWhenCgroupRemoved(t *testing.T) {
 	name := fmt.Sprintf("pressuretest-removed-%d", os.Getpid())
 	g, err := cgroup.New(name)
 	if err != nil {
-		t.Skipf("the kernel refuses to create cgroup %s: %v", name, err)
+		kerneltest.Skip(t, kerneltest.Cgroups, "the kernel refuses to create cgroup %s: %v", name, err)
 	}
 	removed := false
 	t.Cleanup(func() {
@@ -435,7 +436,7 @@ func TestTriggerEndsWhenCgroupRemoved(t *testing.T) {
 	})
 	path, err := g.PressurePath("memory")
 	if err != nil {
-		t.Skipf("no memory.pressure for %s: %v", name, err)
+		kerneltest.Skip(t, kerneltest.PSI, "no memory.pressure for %s: %v", name, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -466,7 +467,7 @@ func TestVMPressureEndsWhenCgroupRemoved(t *testing.T) {
 	name := fmt.Sprintf("pressuretest-vmremoved-%d", os.Getpid())
 	g, err := cgroup.New(name)
 	if err != nil {
-		t.Skipf("the kernel refuses to create cgroup %s: %v", name, err)
+		kerneltest.Skip(t, kerneltest.Cgroups, "the kernel refuses to create cgroup %s: %v", name, err)
 	}
 	removed := false
 	t.Cleanup(func() {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 // drain waits for a source to end after cancel and returns its error.
@@ -30,7 +32,7 @@ func selfPSIOrSkip(t *testing.T) string {
 	t.Helper()
 	path, reason := SelfPressurePath("memory")
 	if _, err := ReadPSI(path); err != nil {
-		t.Skipf("no PSI here (%s): %v", reason, err)
+		kerneltest.Skip(t, kerneltest.PSI, "no PSI here (%s): %v", reason, err)
 	}
 	return path
 }

@@ -100,8 +100,9 @@ type Field struct {
 	Data []byte
 }
 
-// Sample is one training example. Release it when done: it returns its
-// buffers and its bytes of budget. It implements flow's Releaser, and on
+// Sample is one training example. Release it when done (in a graph, the
+// graph does): it returns its buffers and its bytes of budget. It
+// implements stage.Releaser, and on
 // purpose not stage.Sized: its bytes are charged to the Budget by the source
 // (before the read for files), so a graph must not charge them again.
 type Sample struct {

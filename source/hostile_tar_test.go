@@ -70,12 +70,12 @@ func samples(from, n int) []tarMember {
 // readAllTar reads every sample of the shards, checking each field's bytes;
 // it returns the keys read, the error that ended the epoch (nil at EOF), the
 // skip count and the bytes lost.
-func readAllTar(t *testing.T, paths []string, o Options) (keys []string, err error, skipped, lost int64) {
+func readAllTar(t *testing.T, paths []string, o Options) (keys []string, skipped, lost int64, err error) {
 	t.Helper()
 	o.WorldSize = 1
 	it, err := NewTar(paths).Samples(o)
 	if err != nil {
-		return nil, err, 0, 0
+		return nil, 0, 0, err
 	}
 	defer it.Close()
 	for {
@@ -84,7 +84,7 @@ func readAllTar(t *testing.T, paths []string, o Options) (keys []string, err err
 			break
 		}
 		if err != nil {
-			return keys, err, it.Skipped(), it.(LossReporter).LostBytes()
+			return keys, it.Skipped(), it.(LossReporter).LostBytes(), err
 		}
 		var i int
 		if _, e := fmt.Sscanf(s.Key, "k%03d", &i); e != nil {
@@ -96,7 +96,7 @@ func readAllTar(t *testing.T, paths []string, o Options) (keys []string, err err
 		keys = append(keys, s.Key)
 		s.Release()
 	}
-	return keys, nil, it.Skipped(), it.(LossReporter).LostBytes()
+	return keys, it.Skipped(), it.(LossReporter).LostBytes(), nil
 }
 
 func writeShard(t *testing.T, b []byte) string {
@@ -124,7 +124,7 @@ func TestTarHugeMemberSizes(t *testing.T) {
 			ms = append(ms, samples(3, 4)...)
 			p := writeShard(t, buildTar(t, ms, true))
 
-			keys, err, _, _ := readAllTar(t, []string{p}, Options{})
+			keys, _, _, err := readAllTar(t, []string{p}, Options{})
 			var re *ReadError
 			if err == nil || !errors.As(err, &re) || re.Path != p || !strings.Contains(err.Error(), `"bomb.jpg"`) || !strings.Contains(err.Error(), "declares") {
 				t.Fatalf("error %v: want a ReadError naming the shard and the member", err)
@@ -133,7 +133,7 @@ func TestTarHugeMemberSizes(t *testing.T) {
 				t.Fatalf("before the bad member: %v", keys)
 			}
 
-			keys, err, skipped, lost := readAllTar(t, []string{p}, Options{Skip: true})
+			keys, skipped, lost, err := readAllTar(t, []string{p}, Options{Skip: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +157,7 @@ func TestTarTruncatedAtMemberBoundary(t *testing.T) {
 	for name, b := range map[string][]byte{"no marker": cut, "half": half, "one zero block": append(slices.Clone(cut), make([]byte, 512)...)} {
 		t.Run(name, func(t *testing.T) {
 			p := writeShard(t, b)
-			keys, err, _, _ := readAllTar(t, []string{p, other}, Options{})
+			keys, _, _, err := readAllTar(t, []string{p, other}, Options{})
 			if err == nil || !strings.Contains(err.Error(), "truncated") || !strings.Contains(err.Error(), p) {
 				t.Fatalf("error %v: want truncation naming %s", err, p)
 			}
@@ -165,7 +165,7 @@ func TestTarTruncatedAtMemberBoundary(t *testing.T) {
 			if n != 6 && n != 3 {
 				t.Fatalf("samples before the error: %v (the whole samples must be delivered)", keys)
 			}
-			keys, err, skipped, _ := readAllTar(t, []string{p, other}, Options{Skip: true})
+			keys, skipped, _, err := readAllTar(t, []string{p, other}, Options{Skip: true})
 			if err != nil || skipped != 1 || !slices.Equal(keys, append(keyRange(0, n), keyRange(10, 2)...)) {
 				t.Fatalf("with Skip: %v, %v, %d skipped", keys, err, skipped)
 			}
@@ -181,12 +181,12 @@ func TestTarEmptyAndGarbage(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := writeShard(t, b)
-			_, err, _, _ := readAllTar(t, []string{p}, Options{})
+			_, _, _, err := readAllTar(t, []string{p}, Options{})
 			var re *ReadError
 			if err == nil || !errors.As(err, &re) || re.Path != p {
 				t.Fatalf("error %v: want a ReadError naming %s", err, p)
 			}
-			keys, err, skipped, _ := readAllTar(t, []string{p}, Options{Skip: true})
+			keys, skipped, _, err := readAllTar(t, []string{p}, Options{Skip: true})
 			if err != nil || len(keys) != 0 || skipped != 1 {
 				t.Fatalf("with Skip: %v %v %d", keys, err, skipped)
 			}
@@ -200,11 +200,11 @@ func TestTarMaxMember(t *testing.T) {
 	ms = append(ms, samples(3, 2)...)
 	p := writeShard(t, buildTar(t, ms, true))
 
-	_, err, _, _ := readAllTar(t, []string{p}, Options{MaxMember: 4096})
+	_, _, _, err := readAllTar(t, []string{p}, Options{MaxMember: 4096})
 	if err == nil || !strings.Contains(err.Error(), "MaxMember") || !strings.Contains(err.Error(), "k002.jpg") {
 		t.Fatalf("error %v: want MaxMember naming k002.jpg", err)
 	}
-	keys, err, skipped, lost := readAllTar(t, []string{p}, Options{MaxMember: 4096, Skip: true})
+	keys, skipped, lost, err := readAllTar(t, []string{p}, Options{MaxMember: 4096, Skip: true})
 	if err != nil || skipped != 1 {
 		t.Fatalf("with Skip: %v, %d skipped", err, skipped)
 	}
@@ -230,11 +230,11 @@ func TestTarCorruptHeaderResync(t *testing.T) {
 	}
 	b[off+150] ^= 0x5a
 	p := writeShard(t, b)
-	_, err, _, _ := readAllTar(t, []string{p}, Options{})
+	_, _, _, err := readAllTar(t, []string{p}, Options{})
 	if err == nil || !strings.Contains(err.Error(), p) {
 		t.Fatalf("error %v", err)
 	}
-	keys, err, skipped, lost := readAllTar(t, []string{p}, Options{Skip: true})
+	keys, skipped, lost, err := readAllTar(t, []string{p}, Options{Skip: true})
 	if err != nil || skipped != 1 || lost <= 0 {
 		t.Fatalf("with Skip: %v, %d skipped, %d lost", err, skipped, lost)
 	}

@@ -4,34 +4,47 @@
 // A [Stage] turns a stream of In into a stream of Out. It reads from an [In]
 // port and writes to an [Out] port; both are typed, so a graph that wires a
 // stage producing []byte into one expecting image.Image does not compile.
-// Nothing on the data path is typed as any.
+// Nothing on the data path is typed as any. Most pipelines never name a
+// Stage: package flow's Map, OrderedMap, Filter, Batch, Tap and Sink build
+// these combinators from a stream.
 //
 // # Combinators
 //
-//   - [Map]: one output per input.
+//   - [Apply]: a map over N workers, in input order or in completion order;
+//     one worker loop behind every map.
 //   - [Filter]: keep the inputs a predicate accepts.
 //   - [FlatMap]: zero or more outputs per input, emitted as they are made.
 //   - [Batch]: group inputs into slices by count, and optionally by time.
-//   - [ParMap] and [OrderedParMap]: a map over N workers, in completion order
-//     or in input order.
 //   - [Tap]: observe elements without changing them.
+//   - [New]: any other stage, written against the ports.
 //
-// # Elements and claims
+// A combinator whose configuration cannot work (workers < 1, a batch size
+// of 0) implements [Validator]; flow reports the error from Graph.Run,
+// naming the stage, before anything runs.
 //
-// Every element travels in an [Envelope] that pairs the value with a [Claim]:
-// the bytes of graph budget the element holds. Combinators carry claims for
-// the user: a mapped element keeps its input's claim, a dropped element's claim
-// is returned, a batch holds the claims of all its members, and the outputs of
-// a flat-map share their input's claim. User functions see only values.
+// # Ownership
 //
-// A value that implements [Releaser] owns a resource (a UMA lease, a pooled
-// buffer). Whoever ends an element's life calls Release exactly once: a
-// filter that drops it, a sink after consuming it, or the graph when it
-// discards queued elements on cancellation. A [Map] function owns its input:
-// it must release it or carry it into its output. A batch ([]T from [Batch])
-// is released member by member, so a sink of batches must not release the
-// members itself, and a graph cancelled while batches are queued or being
-// gathered releases every member.
+// Every element travels in an [Envelope] that pairs the value with a
+// [Claim], its handle: the bytes of graph budget it holds and the resource it
+// owns when the value is a [Releaser] (a UMA lease, a pooled buffer). One
+// rule holds for every stage and sink: the graph releases the handle when the
+// element is consumed (a sink's function returned, a map's function
+// returned), dropped (a filter said no) or discarded (an error or a
+// cancellation), and user functions never call Release.
+//
+//   - A map's output keeps its input's claim, so the bytes reserved at the
+//     source travel to the sink. The input's resource is released when the
+//     function returns, unless the function calls [Keep]: its output shares
+//     the input's memory, and both are released when the output ends.
+//   - A batch's claim holds its members' claims; dropping it releases every
+//     member, without looking inside the slice.
+//   - The outputs of a flat-map share their input's claim.
+//   - A value sent by a stage written with [New] becomes owned by the claim
+//     it is sent with ([Out.Send]).
+//
+// The deprecated [Map], [ParMap] and [OrderedParMap] keep their old rule:
+// their function owns its input and releases it or carries it into its
+// output.
 //
 // # Failures
 //

@@ -1,13 +1,13 @@
 package stage
 
 import (
-	"reflect"
 	"sync/atomic"
 )
 
 // Releaser is implemented by values that own a resource which must be given
 // back exactly once when the element's life ends (a UMA byte lease, a pooled
-// buffer). See the package documentation for who calls Release.
+// buffer). The graph calls Release, never user code: see "Ownership" in the
+// package documentation.
 type Releaser interface {
 	Release()
 }
@@ -44,12 +44,16 @@ type BudgetInspector interface {
 	Waiting() int64
 }
 
-// Claim is a reference-counted hold on bytes of a graph's byte budget. A nil
-// *Claim is valid and holds nothing, so graphs without a budget pay nothing.
+// Claim is an element's handle: the bytes of a graph's byte budget it holds
+// and the resource it owns (its value, when that is a [Releaser]), released
+// together, the resource first, when the last reference is dropped. A batch's
+// claim holds its members' claims. A nil *Claim is valid and holds nothing, so
+// graphs without a budget and values without resources pay nothing.
 type Claim struct {
 	refs  atomic.Int32
 	n     int64
 	owner BudgetReleaser
+	res   Releaser
 	parts []*Claim
 }
 
@@ -100,8 +104,9 @@ func (c *Claim) Retain() *Claim {
 	return c
 }
 
-// Drop removes a reference; the last one returns the bytes to the budget.
-// Dropping more often than retained panics: it would corrupt the budget.
+// Drop removes a reference; the last one releases the resource and returns
+// the bytes to the budget. Dropping more often than retained panics: it would
+// corrupt the budget.
 func (c *Claim) Drop() {
 	if c == nil {
 		return
@@ -111,6 +116,12 @@ func (c *Claim) Drop() {
 		return
 	case r < 0:
 		panic("stage: Claim dropped more times than retained")
+	}
+	// The resource goes back before the budget does, so the budget never
+	// admits new bytes while the old ones are still held.
+	if r := c.res; r != nil {
+		c.res = nil
+		r.Release()
 	}
 	if c.parts != nil {
 		for _, p := range c.parts {
@@ -123,83 +134,129 @@ func (c *Claim) Drop() {
 	}
 }
 
-// Envelope is an element on an edge: the value and the budget it holds.
+// hold makes c (which the caller holds one reference to) also own r, and
+// returns the claim to send on: c itself when it is the caller's alone and
+// owns nothing yet, else a new claim holding both.
+func hold(c *Claim, r Releaser) *Claim {
+	if c != nil && c.res == nil && c.refs.Load() == 1 {
+		c.res = r
+		return c
+	}
+	h := &Claim{n: c.Bytes(), res: r}
+	if c != nil {
+		h.parts = []*Claim{c}
+	}
+	h.refs.Store(1)
+	return h
+}
+
+// owns reports whether c's own resource is r.
+func (c *Claim) owns(r Releaser) (same bool) {
+	if c == nil || c.res == nil {
+		return false
+	}
+	defer func() {
+		if recover() != nil { // values of an incomparable type: not the same
+			same = false
+		}
+	}()
+	return c.res == r
+}
+
+// settle ends the resources of an element that was consumed while its bytes
+// travel on (a map's input, whose output keeps its claim): release calls
+// Release, otherwise ownership passed to someone else and they are only
+// forgotten. Only parts held by this element alone are touched: a part shared
+// with other elements (the input of a flat-map) ends with the last of them.
+func (c *Claim) settle(release bool) {
+	if c == nil || c.refs.Load() != 1 {
+		return
+	}
+	if r := c.res; r != nil {
+		c.res = nil
+		if release {
+			r.Release()
+		}
+	}
+	for _, p := range c.parts {
+		p.settle(release)
+	}
+}
+
+// budgetOwner returns the budget c's bytes go back to, if any.
+func (c *Claim) budgetOwner() BudgetReleaser {
+	if c == nil {
+		return nil
+	}
+	if c.owner != nil {
+		return c.owner
+	}
+	for _, p := range c.parts {
+		if o := p.budgetOwner(); o != nil {
+			return o
+		}
+	}
+	return nil
+}
+
+// Envelope is an element on an edge: the value and its handle.
+//
+// A stage written with [New] that makes a new value sends it in a new
+// Envelope with the input's claim; [Out.Send] then adds the value's resource
+// to the claim. An element passed on unchanged is sent as it was received.
 type Envelope[T any] struct {
 	Value T
 	Claim *Claim
+	// held is set once Claim owns Value's resource (by Out.Send).
+	held bool
 }
 
-// Discard ends an element's life: it releases the value if it is a
-// [Releaser], then drops the claim.
+// Discard ends an element's life: its claim is dropped, which releases its
+// resources and returns its bytes. The value of an envelope that was never
+// sent is released too when it is a [Releaser].
 func Discard[T any](e Envelope[T]) {
-	// The resource goes back before the budget does, so the budget never
-	// admits new bytes while the old ones are still held.
-	ReleaseValue(e.Value)
+	if !e.held {
+		if r, ok := any(e.Value).(Releaser); ok && !isNilPointer(r) && !e.Claim.owns(r) {
+			r.Release()
+		}
+	}
 	e.Claim.Drop()
 }
 
-// ReleaseValue calls Release on v if it is a [Releaser]; if v is a slice or
-// array (a batch), it releases every member that is one.
+// ReleaseValue calls Release on v if it is a [Releaser].
+//
+// Deprecated: the graph releases every element (see "Ownership" in the
+// package documentation); user code has no need to. Batches are released
+// through their members' claims, not by looking inside the slice.
 func ReleaseValue[T any](v T) {
-	x := any(v)
-	if r, ok := x.(Releaser); ok {
+	if r, ok := any(v).(Releaser); ok {
 		r.Release()
-		return
-	}
-	if x != nil {
-		if k := reflect.TypeOf(x).Kind(); k == reflect.Slice || k == reflect.Array {
-			releaseMembers(reflect.ValueOf(x))
-		}
 	}
 }
 
-func releaseMembers(rv reflect.Value) {
-	for i := range rv.Len() {
-		m := rv.Index(i)
-		switch m.Kind() {
-		case reflect.Interface, reflect.Pointer, reflect.Map, reflect.Chan, reflect.Func:
-			if m.IsNil() {
-				continue
-			}
-		case reflect.Slice, reflect.Array:
-			if !m.CanInterface() {
-				continue
-			}
-			if _, ok := m.Interface().(Releaser); !ok {
-				releaseMembers(m)
-				continue
-			}
-		}
-		if m.CanInterface() {
-			if r, ok := m.Interface().(Releaser); ok {
-				r.Release()
-			}
-		}
-	}
-}
-
-// MayRelease reports whether values of type T can hold [Releaser]s: T
-// implements it, T is an interface type whose dynamic values might, or T is a
-// slice or array of such (a batch). Graphs use it to skip the per-element
-// check for plain value types.
-func MayRelease[T any]() bool { return mayRelease(reflect.TypeFor[T]()) }
-
-func mayRelease(t reflect.Type) bool {
-	switch {
-	case t.Kind() == reflect.Interface || t.Implements(releaserType):
+// MayRelease reports whether values of type T can be [Releaser]s: T
+// implements it or is an interface type whose dynamic values might. Ports use
+// it to skip the per-element check for plain value types.
+func MayRelease[T any]() bool {
+	var zero T
+	if _, ok := any(zero).(Releaser); ok {
 		return true
-	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
-		return mayRelease(t.Elem())
 	}
-	return false
+	return isInterface[T]()
 }
-
-var releaserType = reflect.TypeFor[Releaser]()
 
 // MaySize reports whether values of type T can be [Sized].
 func MaySize[T any]() bool {
-	t := reflect.TypeFor[T]()
-	return t.Kind() == reflect.Interface || t.Implements(reflect.TypeFor[Sized]())
+	var zero T
+	if _, ok := any(zero).(Sized); ok {
+		return true
+	}
+	return isInterface[T]()
+}
+
+// isInterface reports whether T is an interface type.
+func isInterface[T any]() bool {
+	return any(*new(T)) == nil // only an interface type's zero value is a nil any
 }
 
 // SizeOf returns v's size if it is [Sized], else 0.
@@ -208,4 +265,49 @@ func SizeOf[T any](v T) int64 {
 		return s.Size()
 	}
 	return 0
+}
+
+// Detach hands the resources that c alone owns to the caller: they will not
+// be released when c is dropped. Sinks that pass elements out of the graph
+// (flow's Collect, ToInlet) call it; c itself still holds its bytes.
+func Detach(c *Claim) { c.settle(false) }
+
+// Copies returns n envelopes for e's value, one per consumer of a fan-out.
+// Each holds a reference to e's claim (whose bytes come back with the last
+// copy) and, when the value is a [Releaser] and a [Retainer], its own
+// reference to the value, retained n-1 times. It takes over the caller's
+// reference to e.
+func Copies[T any](e Envelope[T], n int) []Envelope[T] {
+	out := make([]Envelope[T], n)
+	if n == 0 {
+		Discard(e)
+		return out
+	}
+	c := e.Claim
+	var res Releaser
+	if c != nil && c.refs.Load() == 1 {
+		res, c.res = c.res, nil
+	}
+	if res == nil {
+		for i := range out {
+			if i > 0 {
+				c.Retain()
+			}
+			out[i] = Envelope[T]{Value: e.Value, Claim: c, held: true}
+		}
+		return out
+	}
+	rt, _ := res.(Retainer)
+	for i := range out {
+		if i > 0 {
+			c.Retain()
+			if rt != nil {
+				rt.Retain()
+			}
+		}
+		h := &Claim{n: c.Bytes(), res: res, parts: []*Claim{c}}
+		h.refs.Store(1)
+		out[i] = Envelope[T]{Value: e.Value, Claim: h, held: true}
+	}
+	return out
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/psiflow/psiflow/stage"
 )
 
-func ExampleMap() {
+func ExampleApply() {
 	g := flow.New("example")
-	sq := flow.Via(flow.FromSlice(g, "src", []int{1, 2, 3}), stage.Map("square", func(_ context.Context, v int) (int, error) {
+	sq := flow.Via(flow.FromSlice(g, "src", []int{1, 2, 3}), stage.Apply("square", 1, true, func(_ context.Context, v int) (int, error) {
 		return v * v, nil
 	}))
 	var got []int
@@ -60,9 +60,9 @@ func ExampleBatch() {
 	// Output: [[1 2] [3 4] [5]]
 }
 
-func ExampleOrderedParMap() {
+func ExampleApply_ordered() {
 	g := flow.New("example")
-	out := flow.Via(flow.FromSlice(g, "src", []int{1, 2, 3, 4}), stage.OrderedParMap("double", 3, func(_ context.Context, v int) (int, error) {
+	out := flow.Via(flow.FromSlice(g, "src", []int{1, 2, 3, 4}), stage.Apply("double", 3, true, func(_ context.Context, v int) (int, error) {
 		return 2 * v, nil
 	}))
 	var got []int
@@ -92,14 +92,14 @@ func ExampleSkipper() {
 		return
 	}
 	g := flow.New("example")
-	parsed := flow.Via(flow.FromSlice(g, "src", []string{"1", "x", "3"}), stage.OrderedParMap("parse", 2, func(_ context.Context, s string) (int, error) {
+	parsed := flow.OrderedMap(flow.FromSlice(g, "src", []string{"1", "x", "3"}), "parse", 2, func(_ context.Context, s string) (int, error) {
 		sk.Seen()
 		var v int
 		if _, err := fmt.Sscan(s, &v); err != nil {
 			return 0, sk.Handle(s, errors.New("not a number"))
 		}
 		return v, nil
-	}))
+	})
 	var got []int
 	flow.Collect(parsed, "sink", &got)
 	err = g.Run(context.Background())
@@ -107,4 +107,30 @@ func ExampleSkipper() {
 	// Output:
 	// skipped x - not a number
 	// [1 3] <nil> 1
+}
+
+// buffer is a pooled resource: the graph releases it, never user code.
+type buffer struct{ data []byte }
+
+func (b *buffer) Release() { fmt.Printf("released %q\n", b.data) }
+
+// A map whose output points into its input calls Keep: the input is then
+// released with the output, after the sink, instead of when the map returns.
+func ExampleKeep() {
+	g := flow.New("example")
+	bufs := flow.FromSlice(g, "read", []*buffer{{[]byte("ab")}})
+	heads := flow.Map(bufs, "head", 1, func(ctx context.Context, b *buffer) ([]byte, error) {
+		stage.Keep(ctx) // the result is a view into b
+		return b.data[:1], nil
+	})
+	flow.Sink(heads, "print", func(_ context.Context, h []byte) error {
+		fmt.Printf("consumed %q\n", h)
+		return nil
+	})
+	if err := g.Run(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// consumed "a"
+	// released "ab"
 }

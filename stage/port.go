@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"reflect"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -125,7 +126,8 @@ func (in In[T]) Count(e Envelope[T]) {
 // when T cannot be a [Releaser].
 func (in In[T]) Discard(e Envelope[T]) {
 	if in.release {
-		ReleaseValue(e.Value)
+		Discard(e)
+		return
 	}
 	e.Claim.Drop()
 }
@@ -149,10 +151,14 @@ func NewOut[T any](ch chan<- Envelope[T], m *Metrics) Out[T] {
 	return Out[T]{ch: ch, m: m, sized: MaySize[T](), release: MayRelease[T]()}
 }
 
-// Send passes e downstream, waiting for room. If ctx ends first, e is
-// discarded (its claim dropped, its value released) and ctx's error returned,
-// so nothing leaks.
+// Send passes e downstream, waiting for room. A value that is a [Releaser]
+// and is not yet owned by e's claim becomes owned by it, so the graph releases
+// it when the element ends. If ctx ends first, e is discarded (its claim
+// dropped, its resources released) and ctx's error returned, so nothing leaks.
 func (o Out[T]) Send(ctx context.Context, e Envelope[T]) error {
+	if o.release && !e.held {
+		e = own(e)
+	}
 	// Sized before sending: once queued, the value belongs to the receiver, which
 	// may release and reuse it at once.
 	bytes := e.Claim.Bytes()
@@ -173,9 +179,6 @@ func (o Out[T]) Send(ctx context.Context, e Envelope[T]) error {
 		case o.ch <- e:
 		case <-ctx.Done():
 			o.m.WaitOut.Add(nanotime() - t0)
-			if o.release {
-				ReleaseValue(e.Value)
-			}
 			e.Claim.Drop()
 			return ctx.Err()
 		}
@@ -191,3 +194,21 @@ sent:
 
 // Metrics returns the stage's counters.
 func (o Out[T]) Metrics() *Metrics { return o.m }
+
+// own makes e's claim own e's value if it is a [Releaser].
+func own[T any](e Envelope[T]) Envelope[T] {
+	e.held = true
+	r, ok := any(e.Value).(Releaser)
+	if !ok || isNilPointer(r) || e.Claim.owns(r) {
+		return e
+	}
+	e.Claim = hold(e.Claim, r)
+	return e
+}
+
+// isNilPointer reports whether r is a nil pointer (a map that returns a nil
+// *T for "nothing"): there is nothing to release.
+func isNilPointer(r Releaser) bool {
+	v := reflect.ValueOf(r)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}

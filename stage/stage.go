@@ -47,3 +47,46 @@ func Protect(name string, fn func() error) (err error) {
 	}()
 	return fn()
 }
+
+// Validator is implemented by stages whose configuration can be wrong (a
+// worker count below one, a batch size of zero). Package flow calls Validate
+// when the stage is added to a graph, and Graph.Run reports the error naming
+// the stage before anything starts.
+type Validator interface {
+	Validate() error
+}
+
+// funcStage adapts a run function to [Stage].
+type funcStage[I, O any] struct {
+	name     string
+	run      func(ctx context.Context, in In[I], out Out[O]) error
+	validate func() error
+}
+
+func (s funcStage[I, O]) Name() string { return s.name }
+
+func (s funcStage[I, O]) Run(ctx context.Context, in In[I], out Out[O]) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	return s.run(ctx, in, out)
+}
+
+func (s funcStage[I, O]) Validate() error {
+	if s.run == nil {
+		return fmt.Errorf("no run function")
+	}
+	if s.validate != nil {
+		return s.validate()
+	}
+	return nil
+}
+
+// New returns a stage named name that runs run. It is the way to write a
+// stage the combinators do not cover; run follows the [Stage] contract and
+// the ownership rule of the package documentation: an element received and
+// not sent on is ended with [In.Discard], and a new value is sent with the
+// claim of the input it came from.
+func New[I, O any](name string, run func(ctx context.Context, in In[I], out Out[O]) error) Stage[I, O] {
+	return funcStage[I, O]{name: name, run: run}
+}

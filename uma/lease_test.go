@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
+
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 func TestByteLeaseBudgetAndRefcount(t *testing.T) {
@@ -459,7 +461,7 @@ func TestReclaimedWithoutSource(t *testing.T) {
 	}
 	l.Release()
 	if err := u.k.madvise(a.span(0), advisePageout); err != nil {
-		t.Skip(err)
+		kerneltest.Skip(t, kerneltest.Reclaim, "%v", err)
 	}
 	b := newTestBudget(1 << 30)
 	_, err = a.Lease(ctx, 0, 10, b)
@@ -502,7 +504,7 @@ func TestRehydrateMismatchIsAnError(t *testing.T) {
 		t.Fatal(res, err)
 	}
 	if err := u.k.madvise(a.span(0), advisePageout); err != nil {
-		t.Skip(err)
+		kerneltest.Skip(t, kerneltest.Reclaim, "%v", err)
 	}
 	flip = true
 	if _, err := a.Lease(ctx, 0, 1, nil); err == nil || !strings.Contains(err.Error(), "differs") {

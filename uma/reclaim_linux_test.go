@@ -17,6 +17,8 @@ import (
 
 	"github.com/psiflow/psiflow/cgroup"
 	"golang.org/x/sys/unix"
+
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 func init() { helpers["reclaim"] = reclaimChild }
@@ -62,14 +64,14 @@ func testReclaimDeterministic(t *testing.T) {
 	// Chunks 0-2: reclaimed whole; chunk 3: half its pages; chunks 4-7 untouched.
 	for i := 0; i < 3; i++ {
 		if err := u.k.madvise(a.span(i), advisePageout); err != nil {
-			t.Skipf("kernel refuses MADV_PAGEOUT: %v", err)
+			kerneltest.Skip(t, kerneltest.Reclaim, "kernel refuses MADV_PAGEOUT: %v", err)
 		}
 	}
 	if err := u.k.madvise(a.span(3)[:len(a.span(3))/2], advisePageout); err != nil {
 		t.Fatal(err)
 	}
 	if n := nonResident(t, a, 0); n == 0 {
-		t.Skip("MADV_PAGEOUT after MADV_FREE did not reclaim anonymous pages on this kernel")
+		kerneltest.Skip(t, kerneltest.Reclaim, "MADV_PAGEOUT after MADV_FREE did not reclaim anonymous pages on this kernel")
 	}
 	// Read chunk 2 after reclaim: every page now maps the zero page and mincore
 	// says resident, the case a residency check alone gets wrong.
@@ -116,7 +118,7 @@ func testReclaimCgroup(t *testing.T) {
 	name := fmt.Sprintf("uma-TestReclaimedChunkIsRehydrated-%d", os.Getpid())
 	g, err := cgroup.New(name)
 	if err != nil {
-		t.Skipf("kernel refuses a child cgroup here: %v", err)
+		kerneltest.Skip(t, kerneltest.Cgroups, "kernel refuses a child cgroup here: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := g.Remove(); err != nil {
@@ -125,7 +127,7 @@ func testReclaimCgroup(t *testing.T) {
 	})
 	const limit = 192 << 20
 	if err := g.SetMemoryMax(limit); err != nil {
-		t.Skipf("kernel refuses a memory limit on cgroup %s: %v", name, err)
+		kerneltest.Skip(t, kerneltest.Cgroups, "kernel refuses a memory limit on cgroup %s: %v", name, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 func TestReconcile(t *testing.T) {
@@ -26,13 +28,13 @@ func TestReconcile(t *testing.T) {
 	}
 	// The kernel takes chunk 1 entirely and one page of chunk 3.
 	if err := u.k.madvise(a.span(1), advisePageout); err != nil {
-		t.Skip(err)
+		kerneltest.Skip(t, kerneltest.Reclaim, "%v", err)
 	}
 	if err := u.k.madvise(a.span(3)[:u.page], advisePageout); err != nil {
 		t.Fatal(err)
 	}
 	if nonResident(t, a, 1) == 0 {
-		t.Skip("MADV_PAGEOUT after MADV_FREE did not reclaim on this kernel")
+		kerneltest.Skip(t, kerneltest.Reclaim, "MADV_PAGEOUT after MADV_FREE did not reclaim on this kernel")
 	}
 	res, err := u.Reconcile(ctx)
 	if err != nil {

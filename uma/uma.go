@@ -23,7 +23,7 @@ type Budget interface {
 }
 
 // Releaser is what a graph calls when an element is consumed, dropped or
-// discarded on cancel. Every lease type implements it (flow.Releaser).
+// discarded on cancel. Every lease type implements it (stage.Releaser).
 type Releaser interface {
 	Release()
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 func TestDefaultChunkSize(t *testing.T) {
@@ -139,7 +141,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := u.k.madvise(a.span(1), advisePageout); err != nil {
-		t.Skip(err)
+		kerneltest.Skip(t, kerneltest.Reclaim, "%v", err)
 	}
 	if err := a.Hydrate(ctx, 0, a.Size()); err != nil {
 		t.Fatal(err)

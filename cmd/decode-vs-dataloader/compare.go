@@ -155,7 +155,7 @@ func writeCPUTable(w io.Writer, rep *harness.Report) {
 			vals[k] = nil
 		}
 		var cpu float64
-		i := strings.LastIndex(r.StderrTail, "decode_vs_dataloader: cpu seconds ")
+		i := strings.LastIndex(r.StderrTail, "decode-vs-dataloader: cpu seconds ")
 		if r.Outcome != harness.Finished || i < 0 || r.DoneSamples <= 0 {
 			continue
 		}

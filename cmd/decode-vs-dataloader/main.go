@@ -8,17 +8,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
-	"sort"
 	"syscall"
 
 	"github.com/psiflow/psiflow/cgroup"
-	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
-	"github.com/psiflow/psiflow/source"
-	"github.com/psiflow/psiflow/source/flowsrc"
-	"github.com/psiflow/psiflow/stage"
+	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -26,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: decode_vs_dataloader loader|compare|wrap [flags]")
+		fmt.Fprintln(os.Stderr, "usage: decode-vs-dataloader loader|compare|wrap [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -41,7 +36,7 @@ func main() {
 		err = fmt.Errorf("unknown subcommand %q (want loader or compare)", os.Args[1])
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "decode_vs_dataloader:", err)
+		fmt.Fprintln(os.Stderr, "decode-vs-dataloader:", err)
 		os.Exit(1)
 	}
 }
@@ -67,61 +62,23 @@ func runLoader(ctx context.Context, args []string) error {
 	return err
 }
 
+// load runs the shipped image-folder pipeline (package pipelines/imagefolder):
+// read → decode → Resize → CenterCrop → batch → collate, one epoch.
 func load(ctx context.Context, em *protocol.Emitter, data string, workers, batch, size, crop int, budget int64, memFrac float64) error {
 	if lim, _, err := cgroup.SelfMemoryLimit(); err == nil && lim > 0 && lim < 1<<50 && memFrac > 0 {
 		// The Go heap is what grows under a limit here: keep the collector
 		// ahead of the cgroup (the rest is read buffers and page cache).
 		debug.SetMemoryLimit(int64(float64(lim) * memFrac))
 	}
-	ds, err := source.Dir(data, ".jpg", ".jpeg", ".JPEG", ".png")
-	if err != nil {
-		return err
-	}
-	// ImageFolder's labels: class directories in sorted order.
-	classes := map[string]int64{}
-	var names []string
-	for _, p := range ds.Paths() {
-		c := filepath.Base(filepath.Dir(p))
-		if _, ok := classes[c]; !ok {
-			classes[c] = 0
-			names = append(names, c)
-		}
-	}
-	sort.Strings(names)
-	for i, n := range names {
-		classes[n] = int64(i)
-	}
-	dec, err := decode.NewDecoder(decode.Options{})
-	if err != nil {
-		return err
-	}
-	defer dec.Close()
-	if r := dec.FallbackReason(); r != nil {
-		fmt.Fprintln(os.Stderr, "decode: using the standard library:", r)
-	}
-	g := flow.New("psiflow-decode", flow.WithBudget(budget), flow.WithQueueSize(8))
-	files := flowsrc.Files(g, "read", ds, source.Options{
-		Workers: 1,
-		Reader:  source.ReaderOptions{QueueDepth: 8, DropCache: true},
+	cfg := imagefolder.DefaultConfig(data)
+	cfg.Workers, cfg.BatchSize, cfg.Resize, cfg.Crop, cfg.Budget = workers, batch, size, crop, budget
+	cfg.Readers, cfg.Queue = 1, 8
+	cfg.ReadBuffers = 0 // the reader's own buffer pool, as the DataLoader peer has no UMA
+	_, err := imagefolder.Run(ctx, cfg, imagefolder.Hooks{
+		Info: func(line string) { fmt.Fprintln(os.Stderr, "decode-vs-dataloader:", line) },
+		Consume: func(_ context.Context, b *decode.Batch) error {
+			return em.Batch(len(b.Keys)) // the graph releases b when this returns
+		},
 	})
-	st, err := decode.NewStage("decode", dec, decode.StageConfig{
-		Workers:   workers,
-		Transform: decode.Transform{Resize: size, CenterCrop: crop, Layout: decode.CHW},
-	}, func(s *source.Sample) decode.Encoded {
-		var b []byte
-		if len(s.Fields) > 0 {
-			b = s.Fields[0].Data
-		}
-		return decode.Encoded{Key: s.Key, Data: b, Label: classes[filepath.Base(filepath.Dir(s.Key))]}
-	})
-	if err != nil {
-		return err
-	}
-	samples := flow.Via(files, st)
-	batches := flow.Via(samples, stage.Batch[*decode.Sample]("batch", batch, 0), flow.QueueSize(1))
-	collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(2))
-	flow.Sink(collated, "consume", func(ctx context.Context, b *decode.Batch) error {
-		return em.Batch(len(b.Keys)) // the graph releases b when this returns
-	})
-	return g.Run(ctx)
+	return err
 }

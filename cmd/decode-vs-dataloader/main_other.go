@@ -9,6 +9,6 @@ import (
 )
 
 func main() {
-	fmt.Fprintf(os.Stderr, "decode_vs_dataloader: needs Linux cgroups, not %s\n", runtime.GOOS)
+	fmt.Fprintf(os.Stderr, "decode-vs-dataloader: needs Linux cgroups, not %s\n", runtime.GOOS)
 	os.Exit(1)
 }

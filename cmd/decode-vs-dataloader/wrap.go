@@ -13,7 +13,7 @@ import (
 )
 
 // cpuLine is what the wrap subcommand writes last on standard error.
-const cpuLine = "decode_vs_dataloader: cpu seconds %f\n"
+const cpuLine = "decode-vs-dataloader: cpu seconds %f\n"
 
 // runWrap runs argv (after "--") with the same standard streams and, when it
 // exits, writes the CPU time (user + system) of all its waited-for

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/psiflow/psiflow/internal/harness"
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 func TestBenchLoaders(t *testing.T) {
@@ -85,7 +86,7 @@ func TestParseLimits(t *testing.T) {
 
 func TestBenchEndToEnd(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("creating cgroups needs root")
+		kerneltest.Skip(t, kerneltest.Cgroups, "creating cgroups needs root")
 	}
 	dir := t.TempDir()
 	script := filepath.Join(dir, "loader.sh")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 // doctorRows runs "psiflow doctor" and returns its rows by feature name.
@@ -78,7 +79,7 @@ func TestDoctorHostRows(t *testing.T) {
 	}
 	layout, err := cgroup.DetectLayout()
 	if err != nil {
-		t.Skipf("no cgroups here: %v", err)
+		kerneltest.Skip(t, kerneltest.Cgroups, "no cgroups here: %v", err)
 	}
 	if r := rows["cgroup layout"]; r[0] != "yes" || !strings.HasPrefix(r[1], layout.String()) {
 		t.Errorf("cgroup layout row %v; want yes, %s", r, layout)

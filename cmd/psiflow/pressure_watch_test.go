@@ -9,16 +9,17 @@ import (
 	"testing"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 func TestPressureWatch(t *testing.T) {
 	if _, err := os.Stat("/proc/pressure/memory"); err != nil {
-		t.Skipf("no PSI on this host: %v", err)
+		kerneltest.Skip(t, kerneltest.PSI, "no PSI on this host: %v", err)
 	}
 	name := fmt.Sprintf("watchtest-%d", os.Getpid())
 	g, err := cgroup.New(name)
 	if err != nil {
-		t.Skipf("the kernel refuses to create cgroup %s: %v", name, err)
+		kerneltest.Skip(t, kerneltest.Cgroups, "the kernel refuses to create cgroup %s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		if err := g.Remove(); err != nil {

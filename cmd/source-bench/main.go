@@ -34,11 +34,10 @@ var (
 )
 
 type result struct {
-	name   string
-	bytes  int64 // bytes read by the last run
-	gbps   []float64
-	cpuGB  []float64 // CPU seconds per GB
-	detail string
+	name  string
+	bytes int64 // bytes read by the last run
+	gbps  []float64
+	cpuGB []float64 // CPU seconds per GB
 }
 
 func (r *result) add(bytes int64, wall, cpu time.Duration) {
@@ -101,7 +100,6 @@ func run() error {
 	}
 	fmt.Printf("data: %s (%d MiB), %d small files (%d bytes, %d on average) in %s\n\n", big, bigSize>>20, len(smallPaths), smallBytes, smallBytes/int64(len(smallPaths)), smallDir)
 
-	var all []*result
 	// 1. cached 1 MiB reads, file pinned with mmap+mlock.
 	unpin, err := pin(big)
 	if err != nil {
@@ -124,7 +122,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	all = append(all, res...)
 	report := []caseReport{{"cached 1 MiB", res}}
 
 	// 2. cold O_DIRECT 1 MiB reads.

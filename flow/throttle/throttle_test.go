@@ -16,6 +16,7 @@ import (
 
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/internal/kerneltest"
 	"github.com/psiflow/psiflow/pressure"
 )
 
@@ -142,7 +143,7 @@ func TestRunFailsWhenSourceFails(t *testing.T) {
 	name := fmt.Sprintf("throttletest-%d", os.Getpid())
 	grp, err := cgroup.New(name)
 	if err != nil {
-		t.Skipf("the kernel refuses to create cgroup %s: %v", name, err)
+		kerneltest.Skip(t, kerneltest.Cgroups, "the kernel refuses to create cgroup %s: %v", name, err)
 	}
 	removed := false
 	t.Cleanup(func() {
@@ -151,7 +152,7 @@ func TestRunFailsWhenSourceFails(t *testing.T) {
 		}
 	})
 	if _, err := grp.PressurePath("memory"); err != nil {
-		t.Skipf("no memory.pressure for cgroup %s: %v", name, err)
+		kerneltest.Skip(t, kerneltest.PSI, "no memory.pressure for cgroup %s: %v", name, err)
 	}
 	th, err := New(Config{Open: pressure.OpenConfig{Group: grp, MemoryEventsInterval: -1}})
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/pipelines/progress"
-	"github.com/psiflow/psiflow/stage"
 )
 
 // Config sizes the demo.
@@ -137,8 +136,7 @@ func Run(ctx context.Context, cfg Config, interval time.Duration, show func(Snap
 		}
 		return nil
 	})
-	decoded := flow.Via(gen, stage.OrderedParMap("decode", cfg.Workers, func(_ context.Context, s *sample) (*tensor, error) {
-		defer s.Release()
+	decoded := flow.OrderedMap(gen, "decode", cfg.Workers, func(_ context.Context, s *sample) (*tensor, error) {
 		if xxh3.Hash(s.data) != s.sum {
 			return nil, fmt.Errorf("sample %d: checksum mismatch", s.id)
 		}
@@ -147,8 +145,8 @@ func Run(ctx context.Context, cfg Config, interval time.Duration, show func(Snap
 			vals[j] = float32(math.Sqrt(float64(b))) / 16 // stand-in for real decode work
 		}
 		return &tensor{id: s.id, values: vals, pool: tensors}, nil
-	}))
-	batches := flow.Via(decoded, stage.Batch[*tensor]("batch", cfg.BatchSize, 50*time.Millisecond))
+	})
+	batches := flow.Batch(decoded, "batch", cfg.BatchSize, 50*time.Millisecond)
 
 	var items, nbatches, nbytes int64
 	var mu sync.Mutex

@@ -23,7 +23,6 @@ func TestDropCache(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	var paths []string
 	for _, name := range []string{"a/x.jpg", "a/y.jpg", "b/z.jpg"} {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -32,7 +31,6 @@ func TestDropCache(t *testing.T) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		paths = append(paths, p)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 var unsafeTest = regexp.MustCompile(`[^A-Za-z0-9_.]+`)
@@ -23,10 +24,10 @@ var unsafeTest = regexp.MustCompile(`[^A-Za-z0-9_.]+`)
 func testOptions(t *testing.T) Options {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("creating cgroups needs root")
+		kerneltest.Skip(t, kerneltest.Cgroups, "creating cgroups needs root")
 	}
 	if _, err := cgroup.DetectLayout(); err != nil {
-		t.Skipf("no cgroups: %v", err)
+		kerneltest.Skip(t, kerneltest.Cgroups, "no cgroups: %v", err)
 	}
 	return Options{GroupPrefix: testPrefix + "-" + unsafeTest.ReplaceAllString(t.Name(), "_"), Timeout: 30 * time.Second}
 }
@@ -36,7 +37,7 @@ func testOptions(t *testing.T) Options {
 func skipNoMemoryController(t *testing.T, err error) {
 	t.Helper()
 	if errors.Is(err, cgroup.ErrNoController) {
-		t.Skipf("no memory controller for the group: %v", err)
+		kerneltest.Skip(t, kerneltest.Cgroups, "no memory controller for the group: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -11,13 +11,15 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 func newRing(t *testing.T, entries uint32) *Ring {
 	t.Helper()
 	r, err := New(entries, SetupClamp|SetupCoopTaskrun)
 	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
-		t.Skipf("io_uring unavailable here: %v", err)
+		kerneltest.Skip(t, kerneltest.IOUring, "io_uring unavailable here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -174,7 +174,9 @@ func New(cfg Config) (_ *Runtime, err error) {
 		budget = b
 		r.info("budget: %s in flight, a quarter of the memory limit (%s)", pressure.MiB(b), src)
 	}
-	r.budget = flow.NewBudget(budget)
+	if r.budget, err = flow.NewBudget(budget); err != nil {
+		return nil, fmt.Errorf("elastic: %w", err)
+	}
 	r.headGoal.Store(budget)
 	m.budget.Set(float64(budget))
 

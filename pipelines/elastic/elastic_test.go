@@ -14,7 +14,6 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/pressure"
-	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/uma"
 )
 
@@ -30,7 +29,8 @@ func TestWorkersNarrowBoundsConcurrency(t *testing.T) {
 	g := flow.New("narrow")
 	src := flow.FromSlice(g, "src", make([]int, 200))
 	held := flow.Via(src, Narrow[int]("narrow", w))
-	work := flow.Via(held, stage.ParMap("work", 4, func(ctx context.Context, h *Held[int]) (int, error) {
+	// The graph releases each Held (and with it the slot) when the function returns.
+	work := flow.Map(held, "work", 4, func(ctx context.Context, h *Held[int]) (int, error) {
 		n := cur.Add(1)
 		for {
 			p := peak.Load()
@@ -40,9 +40,8 @@ func TestWorkersNarrowBoundsConcurrency(t *testing.T) {
 		}
 		time.Sleep(200 * time.Microsecond)
 		cur.Add(-1)
-		h.Release()
 		return 0, nil
-	}))
+	})
 	flow.Sink(work, "sink", func(context.Context, int) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -6,7 +6,6 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/pipelines/elastic"
-	"github.com/psiflow/psiflow/stage"
 )
 
 // Narrow bounds how many elements a stage of several workers holds at once; the
@@ -19,10 +18,10 @@ func ExampleNarrow() {
 	w.SetLimit(1) // as under LevelFull
 	g := flow.New("narrowed")
 	held := flow.Via(flow.FromSlice(g, "numbers", []int{1, 2, 3}), elastic.Narrow[int]("narrow", w))
-	squares := flow.Via(held, stage.OrderedParMap("square", 4, func(_ context.Context, h *elastic.Held[int]) (int, error) {
-		defer h.Release() // gives the slot back
+	// The graph releases each Held, giving its slot back, once square returns.
+	squares := flow.OrderedMap(held, "square", 4, func(_ context.Context, h *elastic.Held[int]) (int, error) {
 		return h.V * h.V, nil
-	}))
+	})
 	flow.Sink(squares, "print", func(_ context.Context, v int) error {
 		fmt.Println(v)
 		return nil

@@ -101,7 +101,9 @@ type Held[T any] struct {
 // Release releases the element and the slot. Later calls do nothing.
 func (h *Held[T]) Release() {
 	h.once.Do(func() {
-		stage.ReleaseValue(h.V)
+		if r, ok := any(h.V).(stage.Releaser); ok {
+			r.Release() // the element inside: the graph knows only the Held
+		}
 		h.w.Leave()
 	})
 }

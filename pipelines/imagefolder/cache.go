@@ -13,7 +13,6 @@ import (
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/source"
-	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
 	"github.com/psiflow/psiflow/uma"
 	"github.com/psiflow/psiflow/uma/umacache"
@@ -56,7 +55,6 @@ type sampleCache struct {
 	sig     uint64
 	labelOf func(string) int64
 	u       *uma.UMA // owned when the pipeline made it for the cache alone
-	bufs    sync.Pool
 }
 
 // newSampleCache makes the cache for cfg in u (nil: one of its own) and says so
@@ -189,11 +187,11 @@ func fromCache(s *source.Sample) bool { return s.Off < 0 }
 
 // tapPut stores every decoded sample passing by.
 func tapPut(sc *sampleCache, in flow.Stream[*decode.Sample]) flow.Stream[*decode.Sample] {
-	return flow.Via(in, stage.Map("cache-put", func(ctx context.Context, s *decode.Sample) (*decode.Sample, error) {
+	// The sample travels on as it is (the graph releases it downstream).
+	return flow.OrderedMap(in, "cache-put", 1, func(ctx context.Context, s *decode.Sample) (*decode.Sample, error) {
 		if err := sc.put(ctx, s); err != nil {
-			s.Release()
 			return nil, err
 		}
 		return s, nil
-	}))
+	})
 }

@@ -386,13 +386,13 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 			switch {
 			case cache.mode == CacheEncoded && len(hits) > 0:
 				cached := hitSource(g, cache, hits, 0, &late, &lateMu, encodedHit)
-				decoded = narrow(flow.Merge("merge", read, cached))
+				decoded = narrow(flow.Merge([]flow.Stream[*source.Sample]{read, cached}, "merge"))
 			case cache.mode == CacheEncoded:
 				decoded = narrow(read)
 			case len(hits) > 0:
 				tensor := int64(3 * cfg.Crop * cfg.Crop)
 				cached := hitSource(g, cache, hits, tensor, &late, &lateMu, cache.decodedHit(cfg.Crop))
-				decoded = flow.Merge("merge", tapPut(cache, narrow(read)), cached)
+				decoded = flow.Merge([]flow.Stream[*decode.Sample]{tapPut(cache, narrow(read)), cached}, "merge")
 			default:
 				decoded = tapPut(cache, narrow(read))
 			}

@@ -11,7 +11,6 @@ import (
 	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
-	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -56,7 +55,7 @@ func Example_imageFolder() {
 		return
 	}
 	images := flow.Via(samples, decoded)
-	batches := flow.Via(flow.Via(images, stage.Batch[*decode.Sample]("batch", 64, 0)), decode.Collate("collate"))
+	batches := flow.Via(flow.Batch(images, "batch", 64, 0), decode.Collate("collate"))
 	flow.Sink(batches, "train", func(ctx context.Context, b *decode.Batch) error {
 		_ = b.Tensor // hand the [64, 3, 224, 224] uint8 tensor to the training step
 		return nil

@@ -68,7 +68,9 @@ func Iter[T any](g *flow.Graph, name string, open func(source.Options) (source.I
 			// Reserve nothing: the iterator charged the bytes (opts.Budget); the
 			// permit is the emission's own.
 			if err := out.Reserve(ctx, 0); err != nil {
-				stage.ReleaseValue(v)
+				if r, ok := any(v).(stage.Releaser); ok {
+					r.Release() // never emitted: the graph never owned it
+				}
 				return err
 			}
 			if err := out.Emit(ctx, v); err != nil {

@@ -7,7 +7,7 @@ import (
 )
 
 // TestSteadyStateAllocs: once a Decoder (or Processor) has decoded one image
-// of a size, decoding more through TurboJPEG allocates nothing (issue 6: no
+// of a size, decoding more through TurboJPEG allocates nothing (no
 // per-image allocations in steady state). Under the race detector
 // sync.Pool.Put drops one call block in four on purpose, and purego takes one
 // from its pool per C call (two per image), so ≈ 0.5 allocations per image

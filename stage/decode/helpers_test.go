@@ -3,6 +3,7 @@ package decode
 import (
 	"bytes"
 	"fmt"
+	"go/build"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -12,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,7 +87,7 @@ func writeFile(t testing.TB, dir, name string, data []byte) string {
 // goTestdata returns the path of a file in the Go distribution's image/testdata.
 func goTestdata(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join(runtime.GOROOT(), "src", "image", "testdata", name)
+	p := filepath.Join(build.Default.GOROOT, "src", "image", "testdata", name)
 	if _, err := os.Stat(p); err != nil {
 		t.Skipf("Go distribution test images not found (%v)", err)
 	}

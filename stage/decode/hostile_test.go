@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"go/build"
 	"hash/crc32"
 	"image"
 	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -124,7 +124,7 @@ func progressiveJPEG(t testing.TB) []byte {
 func cmykJPEG(t testing.TB) []byte { return readTestdata(t, goTestdata(t, "video-001.cmyk.jpeg")) }
 
 func interlacedPNG(t testing.TB) []byte {
-	return readTestdata(t, filepath.Join(runtime.GOROOT(), "src", "image", "png", "testdata", "gray-gradient.interlaced.png"))
+	return readTestdata(t, filepath.Join(build.Default.GOROOT, "src", "image", "png", "testdata", "gray-gradient.interlaced.png"))
 }
 
 func TestInspect(t *testing.T) {

@@ -19,9 +19,9 @@ type Encoded struct {
 	Label int64
 }
 
-// Sample is a decoded, transformed image. It comes from a pool: Release it
-// when done (a sink or [Collate] does), and it implements stage.Releaser and
-// stage.Sized.
+// Sample is a decoded, transformed image. It comes from a pool, to which the
+// graph returns it when the sample's life ends (it implements stage.Releaser
+// and stage.Sized).
 type Sample struct {
 	Key    string
 	Label  int64
@@ -55,7 +55,7 @@ type StageConfig struct {
 	// Workers is how many samples are decoded at once (≥ 1); each worker
 	// borrows one TurboJPEG handle and one [Processor].
 	Workers int
-	// Ordered keeps the input order (stage.OrderedParMap) instead of
+	// Ordered keeps the input order (as flow.OrderedMap does) instead of
 	// completion order.
 	Ordered bool
 	// Transform is applied after decoding.
@@ -80,8 +80,9 @@ type StageConfig struct {
 
 // NewStage returns a stage that decodes the elements' images with dec and
 // applies cfg.Transform, producing pooled [*Sample] values. get extracts the
-// encoded bytes from an input element; the input is released (if it is a
-// stage.Releaser) as soon as it has been decoded, successfully or not.
+// encoded bytes from an input element; the graph releases the input (if it is
+// a stage.Releaser) as soon as it has been decoded, successfully or not, and
+// each sample when its life ends.
 //
 // Each image's header is read first ([Processor.Plan]): an image over the
 // decoder's pixel limit is refused before anything is allocated, and the
@@ -122,7 +123,6 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 	samples := &sync.Pool{}
 	samples.New = func() any { return &Sample{} }
 	f := func(ctx context.Context, v I) (*Sample, error) {
-		defer stage.ReleaseValue(v)
 		skip.Seen()
 		enc := get(v)
 		p, err := procs.get()
@@ -161,10 +161,7 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 		s.Key, s.Label = enc.Key, enc.Label
 		return s, nil
 	}
-	if cfg.Ordered {
-		return stage.OrderedParMap(name, cfg.Workers, f), nil
-	}
-	return stage.ParMap(name, cfg.Workers, f), nil
+	return stage.Apply(name, cfg.Workers, cfg.Ordered, f), nil
 }
 
 // processorPool hands out Processors (one per concurrent worker).
@@ -197,7 +194,8 @@ func (p *processorPool) put(pr *Processor) {
 }
 
 // Batch is a collated batch: one tensor of shape [n, sample shape...], with
-// the samples' keys and labels. It comes from a pool: Release it when done.
+// the samples' keys and labels. It comes from a pool, to which the graph
+// returns it when the batch's life ends.
 type Batch struct {
 	Keys   []string
 	Labels []int64
@@ -224,18 +222,14 @@ func (b *Batch) Size() int64 {
 }
 
 // Collate returns a stage that copies each slice of samples (from
-// stage.Batch) into one contiguous [*Batch] and releases the samples. All
+// stage.Batch) into one contiguous [*Batch]; the graph releases the samples
+// once they are copied, and the batch when its life ends. All
 // samples of a batch must have the same shape and type, else the error names
 // the first sample that differs.
 func Collate(name string) stage.Stage[[]*Sample, *Batch] {
 	pool := &sync.Pool{}
 	pool.New = func() any { return &Batch{} }
-	return stage.Map(name, func(ctx context.Context, ss []*Sample) (*Batch, error) {
-		defer func() {
-			for _, s := range ss {
-				s.Release()
-			}
-		}()
+	return stage.Apply(name, 1, true, func(ctx context.Context, ss []*Sample) (*Batch, error) {
 		b := pool.Get().(*Batch)
 		b.pool = pool
 		if err := collate(b, ss); err != nil {

@@ -1,4 +1,4 @@
-package flow_test
+package stage_test
 
 import (
 	"context"

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package kerneltest
+
+func probe(f Feature) (bool, string) { return false, "not Linux" }
