@@ -57,8 +57,8 @@ type torchMsg struct {
 	Slot      int      `json:"slot"`
 	DType     string   `json:"dtype,omitempty"`
 	Shape     []int    `json:"shape,omitempty"`
-	Offset    int64    `json:"offset,omitempty"`
-	NBytes    int64    `json:"nbytes,omitempty"`
+	Offset    int64    `json:"offset"`
+	NBytes    int64    `json:"nbytes"`
 	Labels    []int64  `json:"labels,omitempty"`
 	Keys      []string `json:"keys,omitempty"`
 	Batches   int64    `json:"batches,omitempty"`
@@ -277,9 +277,14 @@ func (t *Torch) readLoop() {
 				return
 			}
 		case "close":
+			// The consumer waits for the connection to close before it closes its
+			// end (else the kernel resets the connection over the batches it did not
+			// read): stop now, and keep reading until the sink closes.
 			t.mu.Lock()
 			t.peerClosed = true
+			sent := t.sent
 			t.mu.Unlock()
+			t.setGone(fmt.Errorf("%w after %d batches", ErrConsumerClosed, sent))
 		default:
 			t.setGone(fmt.Errorf("sink torch: unknown message %q from the Python consumer", m.T))
 			return

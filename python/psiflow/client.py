@@ -5,6 +5,7 @@ import array
 import json
 import mmap
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -109,12 +110,13 @@ class Client:
         try:
             msg, anc, _flags, _addr = self._sock.recvmsg(_MAX_MSG, socket.CMSG_SPACE(fds.itemsize))
         except OSError as e:
-            raise PsiflowError("reading from psiflow: %s" % e) from e
+            why = self._alive(wait=True) if self._alive is not None else None
+            raise PsiflowError(why or "connection to psiflow lost after %d batches: %s" % (self.batches, e)) from e
         for level, typ, data in anc:
             if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
                 fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
         if not msg:
-            why = self._alive() if self._alive is not None else None
+            why = self._alive(wait=True) if self._alive is not None else None
             raise PsiflowError(why or "psiflow closed the connection without ending the stream (after %d batches)" % self.batches)
         try:
             m = json.loads(msg)
@@ -205,8 +207,21 @@ class Client:
             if not self._done:
                 try:
                     self._sock.send(b'{"t":"close","slot":0}')
+                    # Wait for psiflow to hang up: closing first, with its batches
+                    # unread, would reset the connection and look like a crash.
+                    self._sock.settimeout(10.0)
+                    while True:
+                        msg, anc, _f, _a = self._sock.recvmsg(_MAX_MSG, socket.CMSG_SPACE(4))
+                        for level, typ, data in anc:
+                            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                                fds = array.array("i")
+                                fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+                                for fd in fds:
+                                    os.close(fd)
+                        if not msg:
+                            break
                 except OSError:
-                    pass
+                    pass  # gone already, or reset, or timed out: closing is all that is left
             self._sock.close()
             self._sock = None
         self._done = True
@@ -266,15 +281,22 @@ class Loader:
 
     def stderr(self):
         """What psiflow serve wrote to its standard error so far."""
+        if self._stderr.closed:
+            return self._stderr_text
         self._stderr.flush()
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")
 
-    def _why_dead(self):
+    def _why_dead(self, wait=False):
+        """Why psiflow is gone (None while it runs or when it ended cleanly);
+        wait: give a process that just broke the connection 5 s to exit."""
         rc = self.proc.poll()
-        if rc is None:
-            return None
-        if rc == 0:
+        if rc is None and wait:
+            try:
+                rc = self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                return None
+        if rc is None or rc == 0:
             return None
         tail = self.stderr().strip().splitlines()[-3:]
         return "psiflow serve exited with status %d: %s" % (rc, " / ".join(tail) or "(no output)")
@@ -297,10 +319,10 @@ class Loader:
                     self.proc.kill()
                     self.proc.wait()
         self.returncode = self.proc.returncode
-        try:
-            os.unlink(self.socket_path)
-        except FileNotFoundError:
-            pass
+        if not self._stderr.closed:
+            self._stderr_text = self.stderr()
+            self._stderr.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
         return self.returncode
 
     def __enter__(self):
