@@ -8,12 +8,14 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN      := bin/psiflow
 PKGS     := ./...
 # Packages the tests need at run time: TurboJPEG for the JPEG decoder, Pillow
-# as the decode reference.
-TEST_DEBS  := libturbojpeg0 python3-pil
+# as the decode reference, numpy for the Python consumer's tests (python/tests).
+TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: all run build test test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
+# Python tests (python/tests) run inside `go test` (cmd/psiflow TestPythonModule); PSIFLOW_REQUIRE_PYTHON=1
+# makes a missing numpy a failure there instead of a skip.
+.PHONY: all run build test test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders bench-torch clean
 
 all: build
 
@@ -32,7 +34,7 @@ run: deps build
 
 # All tests: gofmt check, go vet, every test with the race detector and shuffled order.
 test: deps tracked-check fmt-check vet
-	$(GO) test -race -shuffle=on -timeout 9m $(PKGS)
+	PSIFLOW_REQUIRE_PYTHON=1 $(GO) test -race -shuffle=on -timeout 9m $(PKGS)
 
 test-short: fmt-check vet
 	$(GO) test -short -timeout 5m $(PKGS)
@@ -79,6 +81,19 @@ bench-loaders: bench-deps build
 	./$(BIN) bench -data $(BENCH_DATA) -limit none,256M,128M -rounds 3 -cold -timeout 5m -- \
 	  dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
 	  psiflow=bin/psiflow-imagefolder -data {data}
+
+# A Python loop fed by psiflow's PyTorch consumer (psiflow serve + python/psiflow, numpy
+# arrays and torch tensors) against the same loop fed by the DataLoader and against
+# psiflow consumed in Go, whole cgroups (Go and Python together), alternating rounds.
+TORCH_ROUNDS ?= 5
+bench-torch: bench-deps build
+	@[ -f $(BENCH_DATA)/.complete ] || { rm -rf $(BENCH_DATA) && ./$(BIN) gen jpeg -out $(BENCH_DATA)/class0 -n 2000 && touch $(BENCH_DATA)/.complete; }
+	$(GO) build -o bin/psiflow-imagefolder ./cmd/psiflow-imagefolder
+	./$(BIN) bench -data $(BENCH_DATA) -limit none -rounds $(TORCH_ROUNDS) -warm -timeout 5m -- \
+	  dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
+	  psiflow-numpy=/usr/bin/python3 benchmarks/peers/psiflow_torch.py --data {data} --psiflow $(BIN) --serve-arg=-pressure=false -- \
+	  psiflow-torch=/usr/bin/python3 benchmarks/peers/psiflow_torch.py --data {data} --psiflow $(BIN) --torch --serve-arg=-pressure=false -- \
+	  psiflow-go=bin/psiflow-imagefolder -data {data}
 
 clean:
 	rm -rf bin

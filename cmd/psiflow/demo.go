@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/demo"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/sink"
 )
 
 func init() {
@@ -38,12 +40,16 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	data := fs.String("data", "", "read this image folder (JPEG/PNG, e.g. from 'psiflow gen jpeg') through the real reader and decoder instead of generating samples")
 	epochs := fs.Int("epochs", 1, "with -data: passes over the folder")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
+	sinkSpec := fs.String("sink", "", "with -data: where batches go: null, arrow:PATH, arrow:unix:PATH, parquet:DIR or torch:SOCKET (python/psiflow connects); default: dropped")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *sinkSpec != "" && *data == "" {
+		return fmt.Errorf("%w: -sink needs -data", errUsage)
 	}
 	if err := cfg.Validate(); err != nil && cfg.Budget != 0 {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -104,11 +110,28 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	if *data != "" {
 		fc := imagefolder.DefaultConfig(*data)
 		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
-		sum, err = imagefolder.Run(ctx, fc, imagefolder.Hooks{
+		hooks := imagefolder.Hooks{
 			Options: cfg.Graph.Options, Run: cfg.Graph.Run,
 			Info:     func(s string) { fmt.Fprintln(stdout, "  "+s) },
 			Progress: show, Interval: 250 * time.Millisecond,
-		})
+		}
+		var out sink.Sink
+		if *sinkSpec != "" {
+			if out, err = sink.Open(*sinkSpec); err != nil {
+				return fmt.Errorf("%w: -sink: %v", errUsage, err)
+			}
+			hooks.Consume = out.Consume
+			fmt.Fprintf(stdout, "  batches go to %s\n", *sinkSpec)
+		}
+		sum, err = imagefolder.Run(ctx, fc, hooks)
+		if out != nil {
+			if errors.Is(err, sink.ErrConsumerClosed) {
+				err = nil // the Python consumer stopped: a clean end
+			}
+			if cerr := out.Close(err); err == nil {
+				err = cerr
+			}
+		}
 	} else {
 		sum, err = demo.Run(ctx, cfg, 250*time.Millisecond, show)
 	}

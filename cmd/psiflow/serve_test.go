@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/parquet/file"
 )
 
 // TestServeHelperProcess is psiflow itself when PSIFLOW_SERVE_HELPER is set:
@@ -97,5 +99,41 @@ func TestServeUsage(t *testing.T) {
 		if code := dispatch(context.Background(), &out, &out, tc.args); code != 2 || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%v: exit %d, output %q, want 2 and %q", tc.args, code, out.String(), tc.want)
 		}
+	}
+}
+
+// demo -data -sink parquet:DIR writes every sample of the folder.
+func TestDemoSinkParquet(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if code := dispatch(context.Background(), &out, &out, []string{"gen", "jpeg", "-out", filepath.Join(dir, "img", "c0"), "-n", "12", "-width", "64", "-height", "48"}); code != 0 {
+		t.Fatalf("gen: exit %d: %s", code, out.String())
+	}
+	out.Reset()
+	pq := filepath.Join(dir, "pq")
+	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-data", filepath.Join(dir, "img"), "-batch", "5", "-pressure=false", "-sink", "parquet:" + pq}); code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, out.String())
+	}
+	files, err := filepath.Glob(filepath.Join(pq, "*.parquet"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("parquet files %v (%v), want 1", files, err)
+	}
+	rows := 0
+	f, err := file.OpenParquetFile(files[0], false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows = int(f.NumRows())
+	f.Close()
+	if rows != 12 {
+		t.Fatalf("%d rows, want 12", rows)
+	}
+	out.Reset()
+	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-sink", "null"}); code != 2 || !strings.Contains(out.String(), "-sink needs -data") {
+		t.Errorf("-sink without -data: exit %d: %s", code, out.String())
+	}
+	out.Reset()
+	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-data", dir, "-sink", "bogus:x"}); code != 2 || !strings.Contains(out.String(), "unknown kind") {
+		t.Errorf("-sink bogus: exit %d: %s", code, out.String())
 	}
 }
