@@ -2,6 +2,7 @@ package sink
 
 import (
 	"errors"
+	"time"
 
 	"github.com/psiflow/psiflow/flow"
 )
@@ -25,6 +26,16 @@ type TorchConfig struct {
 	Budget *flow.Budget
 	// Keys sends each sample's key (its file path) with the batch.
 	Keys bool
+	// CloseWait is how long Close waits for the consumer to hang up after the
+	// last message; 0 means 5 s.
+	CloseWait time.Duration
+}
+
+func (c TorchConfig) closeWait() time.Duration {
+	if c.CloseWait > 0 {
+		return c.CloseWait
+	}
+	return 5 * time.Second
 }
 
 // ErrConsumerClosed ends Consume when the Python consumer closed the

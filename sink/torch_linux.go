@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/stage/decode"
@@ -325,7 +326,16 @@ func (t *Torch) Close(cause error) error {
 					m = torchMsg{T: "error", Message: cause.Error()}
 				}
 				msg, _ := json.Marshal(m)
-				_, _ = conn.Write(msg) // the consumer may have gone meanwhile
+				if _, err := conn.Write(msg); err == nil { // the consumer may have gone meanwhile
+					// Let the consumer read the last message and hang up first: closing
+					// with one of its releases unread would make the kernel reset the
+					// connection before it reads "end".
+					_ = conn.CloseWrite()
+					select {
+					case <-t.readDone:
+					case <-time.After(t.cfg.closeWait()):
+					}
+				}
 			}
 			errs = append(errs, conn.Close())
 			<-t.readDone

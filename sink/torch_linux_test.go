@@ -82,7 +82,7 @@ func (g *goClient) close() {
 
 func newTorch(t *testing.T, slots int) *Torch {
 	t.Helper()
-	tr, err := NewTorch(TorchConfig{Socket: filepath.Join(t.TempDir(), "t.sock"), Slots: slots, Keys: true})
+	tr, err := NewTorch(TorchConfig{Socket: filepath.Join(t.TempDir(), "t.sock"), Slots: slots, Keys: true, CloseWait: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,10 +171,10 @@ class Client:
                     self._last = b
                 return b
             if t == "end":
-                self._done = True
+                self._hang_up()
                 raise StopIteration
             if t == "error":
-                self._done = True
+                self._hang_up()
                 raise PsiflowError(m.get("message", "psiflow failed"))
             raise PsiflowError("unknown message %r from psiflow" % t)
 
@@ -200,6 +200,13 @@ class Client:
         return b
 
     # -- ending -------------------------------------------------------------
+    def _hang_up(self):
+        # psiflow waits for this after its last message; the mapping stays.
+        self._done = True
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
     def close(self):
         """Stop: tell psiflow this is a clean stop and close the connection.
         Arrays still referenced keep the shared memory mapped until they go."""
