@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/psiflow/psiflow/flow"
 	"golang.org/x/sys/unix"
 )
 
@@ -301,5 +302,46 @@ func TestTorchAcceptCancel(t *testing.T) {
 	cancel()
 	if err := tr.Accept(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Accept with a cancelled context: %v", err)
+	}
+}
+
+// A budget passed in holds each outstanding batch's bytes until Python releases it.
+func TestTorchSharedBudget(t *testing.T) {
+	shared := flow.NewBudget(1 << 20)
+	tr, err := NewTorch(TorchConfig{Socket: filepath.Join(t.TempDir(), "b.sock"), Slots: 2, Budget: shared, CloseWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close(nil)
+	g := dialTorch(t, tr.Socket())
+	defer g.close()
+	ctx := context.Background()
+	for k := range 2 {
+		if err := tr.Consume(ctx, testBatch(k, 2, 2, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tr.Budget() != shared || shared.InUse() != 2*24 {
+		t.Fatalf("shared budget in use %d, want 48 (two batches of 24 bytes)", shared.InUse())
+	}
+	m, err := g.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.release(m.Slot); err != nil {
+		t.Fatal(err)
+	}
+	// The release is asynchronous: the next Consume can only take the freed slot.
+	if err := tr.Consume(ctx, testBatch(2, 2, 2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if in := shared.InUse(); in != 2*24 {
+		t.Errorf("after one release and one more batch: %d in use, want 48", in)
+	}
+	if err := tr.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	if in := shared.InUse(); in != 0 {
+		t.Errorf("after Close: %d in use, want 0", in)
 	}
 }
