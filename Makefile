@@ -8,13 +8,14 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN      := bin/psiflow
 PKGS     := ./...
 # Packages the tests need at run time: TurboJPEG for the JPEG decoder, Pillow
-# as the decode reference, Prometheus (prometheus and promtool) for the rule tests
-# and the real scrape in internal/metrics.
-TEST_DEBS  := libturbojpeg0 python3-pil prometheus
+# as the decode reference, numpy for the Python consumer's tests (python/tests),
+# Prometheus (prometheus and promtool) for the rule tests and the real scrape in
+# internal/metrics.
+TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy prometheus
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: fuzz fuzz-source all run build test test-rules test-cotenant test-short tracked-check vet fmt-check staticcheck deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
+.PHONY: fuzz fuzz-source all run build test test-rules test-cotenant test-short tracked-check vet fmt-check staticcheck deps bench-deps bench bench-go bench-flow bench-source bench-loaders bench-torch clean
 
 all: build
 
@@ -35,9 +36,11 @@ run: deps build
 
 # All tests: gofmt check, go vet, staticcheck, every test with the race detector and
 # shuffled order. PSIFLOW_REQUIRE_KERNEL=1 makes a kernel test (PSI, cgroups, io_uring,
-# reclaim) that skips although this host supports the feature fail (internal/kerneltest).
+# reclaim) that skips although this host supports the feature fail (internal/kerneltest);
+# the Python tests (python/tests) run inside go test (cmd/psiflow TestPythonModule), and
+# PSIFLOW_REQUIRE_PYTHON=1 makes a missing numpy a failure there instead of a skip.
 test: deps tracked-check fmt-check vet staticcheck test-rules test-cotenant
-	PSIFLOW_REQUIRE_KERNEL=1 $(GO) test -race -shuffle=on -timeout 9m $(PKGS)
+	PSIFLOW_REQUIRE_KERNEL=1 PSIFLOW_REQUIRE_PYTHON=1 $(GO) test -race -shuffle=on -timeout 9m $(PKGS)
 
 # The Prometheus recording and alert rules: syntax, then their unit tests.
 test-rules: deps
@@ -117,6 +120,19 @@ fuzz-source:
 	$(GO) test -run '^$$' -fuzz '^FuzzArrowReader$$' -fuzztime $(FUZZTIME) ./source
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSize$$' -fuzztime $(FUZZTIME) ./internal/flagval
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFloat$$' -fuzztime $(FUZZTIME) ./internal/flagval
+
+# A Python loop fed by psiflow's PyTorch consumer (psiflow serve + python/psiflow, numpy
+# arrays and torch tensors) against the same loop fed by the DataLoader and against
+# psiflow consumed in Go, whole cgroups (Go and Python together), alternating rounds.
+TORCH_ROUNDS ?= 5
+bench-torch: bench-deps build
+	@[ -f $(BENCH_DATA)/.complete ] || { rm -rf $(BENCH_DATA) && ./$(BIN) gen jpeg -out $(BENCH_DATA)/class0 -n 2000 && touch $(BENCH_DATA)/.complete; }
+	$(GO) build -o bin/psiflow-imagefolder ./cmd/psiflow-imagefolder
+	./$(BIN) bench -data $(BENCH_DATA) -limit none -rounds $(TORCH_ROUNDS) -warm -timeout 5m -- \
+	  dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
+	  psiflow-numpy=/usr/bin/python3 benchmarks/peers/psiflow_torch.py --data {data} --psiflow $(BIN) --serve-arg=-pressure=false -- \
+	  psiflow-torch=/usr/bin/python3 benchmarks/peers/psiflow_torch.py --data {data} --psiflow $(BIN) --torch --serve-arg=-pressure=false -- \
+	  psiflow-go=bin/psiflow-imagefolder -data {data}
 
 clean:
 	rm -rf bin

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
@@ -50,6 +52,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	onError := fs.String("on-error", "stop", "with -data, a bad image: stop (end with an error naming it) or skip (name it, count it, go on)")
 	maxSkips := fs.Int64("max-skips", 0, "with -on-error skip: stop after this many skipped images per epoch (0: no limit)")
 	maxPixels := fs.Int64("max-pixels", decode.DefaultMaxPixels, "with -data: refuse images larger than this many pixels, from their header (-1: none)")
+	sinkSpec := fs.String("sink", "", "with -data: where batches go: null, arrow:PATH, arrow:unix:PATH, parquet:DIR or torch:SOCKET (python/psiflow connects); default: dropped")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	memory := fs.String("memory", "elastic", "with -data: elastic (the budget follows the cgroup's headroom, memory is given back under pressure) or fixed (a 64 MiB registered read pool and nothing given back)")
 	if err := parseFlags(fs, args); err != nil {
@@ -79,6 +82,9 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		return fmt.Errorf("%w: -max-skips needs -on-error skip", errUsage)
 	case *maxPixels == 0 || *maxPixels < -1:
 		return fmt.Errorf("%w: -max-pixels %d: must be positive, or -1 for no limit", errUsage, *maxPixels)
+	}
+	if *sinkSpec != "" && *data == "" {
+		return fmt.Errorf("%w: -sink needs -data", errUsage)
 	}
 	if err := cfg.Validate(); err != nil && cfg.Budget != 0 {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -168,9 +174,25 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		if set != nil {
 			hooks.Reads, hooks.Decodes = set.Reads, set.Decodes
 		}
+		var out sink.Sink
+		if *sinkSpec != "" {
+			if out, err = sink.Open(*sinkSpec); err != nil {
+				return fmt.Errorf("%w: -sink: %v", errUsage, err)
+			}
+			hooks.Consume = out.Consume
+			fmt.Fprintf(stdout, "  batches go to %s\n", *sinkSpec)
+		}
 		sum, err = imagefolder.Run(ctx, fc, hooks)
 		if rt != nil {
 			defer printRuntimeReport(stdout, rt)
+		}
+		if out != nil {
+			if errors.Is(err, sink.ErrConsumerClosed) {
+				err = nil // the Python consumer stopped: a clean end
+			}
+			if cerr := out.Close(err); err == nil {
+				err = cerr
+			}
 		}
 		if err == nil {
 			printEpochs(stdout, sum.Epochs, cache != imagefolder.CacheOff)

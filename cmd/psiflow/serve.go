@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/sink"
+	"github.com/psiflow/psiflow/stage/decode"
+)
+
+func init() {
+	register(command{name: "serve", summary: "serve batches to a Python training loop (python/psiflow) over a Unix socket and shared memory", run: runServe})
+}
+
+// serveConfig is what `psiflow serve` was asked for.
+type serveConfig struct {
+	socket        string
+	slots         int
+	keys          bool
+	acceptTimeout time.Duration
+	pressure      bool
+	folder        imagefolder.Config
+	budget        string
+	// synthetic: batches of known bytes instead of a folder (tests of the Python module).
+	synthetic int
+	shape     []int
+	failAfter int
+}
+
+func parseServe(args []string) (serveConfig, error) {
+	c := serveConfig{folder: imagefolder.DefaultConfig("")}
+	c.folder.ReadBuffers = 0 // package source's own buffers, as psiflow-imagefolder
+	fs := flag.NewFlagSet("psiflow serve", flag.ContinueOnError)
+	fs.StringVar(&c.socket, "socket", "", "Unix socket to listen on (required); python/psiflow's Client connects to it")
+	fs.IntVar(&c.slots, "slots", 4, "batches outstanding in Python at once (the shared-memory ring's length)")
+	fs.BoolVar(&c.keys, "keys", false, "send each sample's file path with the batch")
+	fs.DurationVar(&c.acceptTimeout, "accept-timeout", time.Minute, "give up when no consumer connects within this time")
+	fs.BoolVar(&c.pressure, "pressure", true, "gate the source on this cgroup's memory pressure")
+	fs.StringVar(&c.folder.Dir, "data", "", "image folder (ImageFolder layout) to read → decode → Resize → CenterCrop → batch")
+	fs.IntVar(&c.folder.BatchSize, "batch", 64, "samples per batch")
+	fs.IntVar(&c.folder.Workers, "workers", runtime.GOMAXPROCS(0), "decode workers")
+	fs.IntVar(&c.folder.Resize, "resize", 256, "Resize: shorter side")
+	fs.IntVar(&c.folder.Crop, "crop", 224, "CenterCrop size")
+	fs.IntVar(&c.folder.Epochs, "epochs", 1, "passes over the folder")
+	fs.Int64Var(&c.folder.Limit, "limit", 0, "stop after this many samples (0: all)")
+	fs.BoolVar(&c.folder.Ordered, "ordered", false, "keep file order through decoding")
+	fs.StringVar(&c.budget, "budget", "32M", "graph byte budget (bytes in flight from read to decode), K/M/G suffixes")
+	fs.IntVar(&c.synthetic, "synthetic", 0, "serve this many synthetic batches of known bytes instead of a folder (for tests)")
+	shape := fs.String("shape", "4,3,8,8", "with -synthetic: batch shape (samples first), uint8")
+	fs.IntVar(&c.failAfter, "fail-after", 0, "with -synthetic: fail after this many batches (tests the error path)")
+	if err := parseFlags(fs, args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if c.socket == "" {
+		return c, fmt.Errorf("%w: -socket is required", errUsage)
+	}
+	if (c.folder.Dir == "") == (c.synthetic == 0) {
+		return c, fmt.Errorf("%w: give exactly one of -data DIR and -synthetic N", errUsage)
+	}
+	if c.synthetic < 0 || c.failAfter < 0 {
+		return c, fmt.Errorf("%w: -synthetic and -fail-after must not be negative", errUsage)
+	}
+	for _, f := range strings.Split(*shape, ",") {
+		d, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || d < 1 {
+			return c, fmt.Errorf("%w: -shape %q: want positive integers separated by commas", errUsage, *shape)
+		}
+		c.shape = append(c.shape, d)
+	}
+	var err error
+	if c.folder.Budget, err = parseByteSize(c.budget); err != nil || c.folder.Budget <= 0 {
+		return c, fmt.Errorf("%w: -budget %q: want a positive size such as 32M", errUsage, c.budget)
+	}
+	if c.folder.Dir != "" {
+		if err := c.folder.Validate(); err != nil {
+			return c, fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	return c, nil
+}
+
+func runServe(ctx context.Context, stdout io.Writer, args []string) error {
+	c, err := parseServe(args)
+	if err != nil {
+		return err
+	}
+	t, err := sink.NewTorch(sink.TorchConfig{Socket: c.socket, Slots: c.slots, Keys: c.keys})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "psiflow serve: listening on %s (%d slots)\n", c.socket, c.slots)
+	actx, cancel := context.WithTimeout(ctx, c.acceptTimeout)
+	err = t.Accept(actx)
+	cancel()
+	if err == nil {
+		if c.synthetic > 0 {
+			err = serveSynthetic(ctx, c, t)
+		} else {
+			err = serveFolder(ctx, c, t, stdout)
+		}
+	}
+	sent, released := t.Counts()
+	if errors.Is(err, sink.ErrConsumerClosed) {
+		fmt.Fprintf(stdout, "psiflow serve: the consumer stopped after %d batches\n", sent)
+		return t.Close(nil)
+	}
+	if cerr := t.Close(err); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		fmt.Fprintf(stdout, "psiflow serve: %d batches sent, %d released\n", sent, released)
+	}
+	return err
+}
+
+func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Writer) error {
+	hooks := imagefolder.Hooks{
+		Consume: t.Consume,
+		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
+	}
+	if c.pressure {
+		th, err := throttle.New(throttle.Config{Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			return err
+		}
+		hooks.Options = []flow.Option{th.Option()}
+		hooks.Run = th.Run
+	}
+	sum, err := imagefolder.Run(ctx, c.folder, hooks)
+	if sec := sum.Elapsed.Seconds(); sec > 0 {
+		fmt.Fprintf(stdout, "psiflow serve: %d samples in %d batches, %.1f s, %.0f samples/s\n", sum.Items, sum.Batches, sec, float64(sum.Items)/sec)
+	}
+	return err
+}
+
+// serveSynthetic sends c.synthetic batches whose byte j of sample i (counted
+// across batches) is (i*31 + j*7 + j/251) % 253, label i % 3, key "s%06d" —
+// what python/tests check.
+func serveSynthetic(ctx context.Context, c serveConfig, t *sink.Torch) error {
+	n, per := c.shape[0], 1
+	for _, d := range c.shape[1:] {
+		per *= d
+	}
+	for k := range c.synthetic {
+		if c.failAfter > 0 && k == c.failAfter {
+			return fmt.Errorf("synthetic failure after %d batches (-fail-after)", k)
+		}
+		b := &decode.Batch{Tensor: decode.Tensor{DType: decode.Uint8, Shape: c.shape, U8: make([]byte, n*per)}}
+		for i := range n {
+			idx := k*n + i
+			for j := range per {
+				b.Tensor.U8[i*per+j] = byte((idx*31 + j*7 + j/251) % 253)
+			}
+			b.Keys = append(b.Keys, fmt.Sprintf("s%06d", idx))
+			b.Labels = append(b.Labels, int64(idx%3))
+		}
+		if err := t.Consume(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}

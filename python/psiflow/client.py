@@ -1,0 +1,340 @@
+"""The wire protocol of psiflow's sink.Torch (see docs/SINK.md) and the
+iterables over it."""
+
+import array
+import json
+import mmap
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+
+PROTOCOL_VERSION = 1
+_DTYPES = {"uint8": np.uint8, "float32": np.float32}
+_MAX_MSG = 1 << 22
+
+
+class PsiflowError(RuntimeError):
+    """A failure reported by the psiflow process, or a broken connection to it."""
+
+
+class Batch:
+    """One batch: ``data`` (numpy array or torch tensor, a view of shared
+    memory), ``labels`` (int64 numpy array or tensor), ``keys`` (sample keys,
+    when the sink sends them), ``seq`` (1 for the first batch). Unpacks as
+    ``data, labels``. After ``release()`` the memory is reused for a later batch:
+    copy what must outlive it."""
+
+    __slots__ = ("data", "labels", "keys", "seq", "slot", "_client", "_released")
+
+    def __init__(self, client, data, labels, keys, seq, slot):
+        self._client = client
+        self.data = data
+        self.labels = labels
+        self.keys = keys
+        self.seq = seq
+        self.slot = slot
+        self._released = False
+
+    def __iter__(self):
+        return iter((self.data, self.labels))
+
+    def __len__(self):
+        return int(self.data.shape[0])
+
+    @property
+    def released(self):
+        return self._released
+
+    def release(self):
+        """Hand the slot back to psiflow (once; later calls do nothing)."""
+        if not self._released:
+            self._released = True
+            self._client._release(self.slot)
+
+
+class Client:
+    """Connects to a psiflow Torch sink listening on ``socket_path`` and
+    iterates over its batches.
+
+    auto_release: release each batch when the next one is asked for (the
+    default); with False call ``batch.release()`` yourself.
+    torch: yield torch tensors (torch.from_numpy: same memory) instead of numpy arrays.
+    connect_timeout: seconds to wait for the socket to appear and accept.
+    """
+
+    def __init__(self, socket_path, auto_release=True, torch=False, connect_timeout=30.0, _alive=None):
+        self.socket_path = socket_path
+        self.auto_release = auto_release
+        self._torch = None
+        if torch:
+            import torch as _torch  # optional dependency
+
+            self._torch = _torch
+        self._alive = _alive  # callable returning an error string when the server died
+        self._sock = None
+        self._mm = None
+        self._held = {}
+        self._last = None
+        self._done = False
+        self.batches = 0
+        self._connect(connect_timeout)
+
+    # -- connection -------------------------------------------------------
+    def _connect(self, timeout):
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                s.connect(self.socket_path)
+                self._sock = s
+                return
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                s.close()
+                last = e
+            if self._alive is not None:
+                why = self._alive()
+                if why:
+                    raise PsiflowError(why)
+            if time.monotonic() >= deadline:
+                raise PsiflowError("no psiflow sink at %s after %.0f s: %s" % (self.socket_path, timeout, last))
+            time.sleep(0.02)
+
+    def _recv(self):
+        fds = array.array("i")
+        try:
+            msg, anc, _flags, _addr = self._sock.recvmsg(_MAX_MSG, socket.CMSG_SPACE(fds.itemsize))
+        except OSError as e:
+            why = self._alive(wait=True) if self._alive is not None else None
+            raise PsiflowError(why or "connection to psiflow lost after %d batches: %s" % (self.batches, e)) from e
+        for level, typ, data in anc:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+        if not msg:
+            why = self._alive(wait=True) if self._alive is not None else None
+            raise PsiflowError(why or "psiflow closed the connection without ending the stream (after %d batches)" % self.batches)
+        try:
+            m = json.loads(msg)
+        except ValueError as e:
+            raise PsiflowError("bad message from psiflow: %r" % msg[:200]) from e
+        return m, list(fds)
+
+    def _hello(self, m, fds):
+        if m.get("version") != PROTOCOL_VERSION:
+            raise PsiflowError("psiflow speaks protocol version %r, this module %d" % (m.get("version"), PROTOCOL_VERSION))
+        if len(fds) != 1:
+            raise PsiflowError("psiflow's hello carried %d descriptors, want 1" % len(fds))
+        size = int(m["slots"]) * int(m["slot_bytes"])
+        try:
+            self._mm = mmap.mmap(fds[0], size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fds[0])  # the mapping keeps the memory
+        self.slots = int(m["slots"])
+        self.slot_bytes = int(m["slot_bytes"])
+
+    def _release(self, slot):
+        self._held.pop(slot, None)
+        if self._sock is not None and not self._done:
+            try:
+                self._sock.send(b'{"t":"release","slot":%d}' % slot)
+            except OSError:
+                pass  # psiflow has gone; the next receive says why
+
+    # -- iteration ----------------------------------------------------------
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.auto_release and self._last is not None:
+            self._last.release()
+            self._last = None
+        if self._done:
+            raise StopIteration
+        if self._mm is not None and len(self._held) >= self.slots:
+            raise PsiflowError("all %d slots are held by this process: release a batch before asking for the next" % self.slots)
+        while True:
+            m, fds = self._recv()
+            t = m.get("t")
+            if t == "hello":
+                self._hello(m, fds)
+                continue
+            for fd in fds:
+                os.close(fd)
+            if t == "batch":
+                b = self._batch(m)
+                if self.auto_release:
+                    self._last = b
+                return b
+            if t == "end":
+                self._hang_up()
+                raise StopIteration
+            if t == "error":
+                self._hang_up()
+                raise PsiflowError(m.get("message", "psiflow failed"))
+            raise PsiflowError("unknown message %r from psiflow" % t)
+
+    def _batch(self, m):
+        if self._mm is None:
+            raise PsiflowError("psiflow sent a batch before the shared ring")
+        dtype = _DTYPES.get(m["dtype"])
+        if dtype is None:
+            raise PsiflowError("unknown dtype %r" % m["dtype"])
+        shape = tuple(m["shape"])
+        count = 1
+        for d in shape:
+            count *= d
+        data = np.frombuffer(self._mm, dtype=dtype, count=count, offset=int(m["offset"])).reshape(shape)
+        labels = np.asarray(m.get("labels") or [], dtype=np.int64)
+        if self._torch is not None:
+            data = self._torch.from_numpy(data)
+            labels = self._torch.from_numpy(labels)
+        slot = int(m["slot"])
+        b = Batch(self, data, labels, m.get("keys"), int(m["seq"]), slot)
+        self._held[slot] = b
+        self.batches += 1
+        return b
+
+    # -- ending -------------------------------------------------------------
+    def _hang_up(self):
+        # psiflow waits for this after its last message; the mapping stays.
+        self._done = True
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def close(self):
+        """Stop: tell psiflow this is a clean stop and close the connection.
+        Arrays still referenced keep the shared memory mapped until they go."""
+        if self._sock is not None:
+            if not self._done:
+                try:
+                    self._sock.send(b'{"t":"close","slot":0}')
+                    # Wait for psiflow to hang up: closing first, with its batches
+                    # unread, would reset the connection and look like a crash.
+                    self._sock.settimeout(10.0)
+                    while True:
+                        msg, anc, _f, _a = self._sock.recvmsg(_MAX_MSG, socket.CMSG_SPACE(4))
+                        for level, typ, data in anc:
+                            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                                fds = array.array("i")
+                                fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+                                for fd in fds:
+                                    os.close(fd)
+                        if not msg:
+                            break
+                except OSError:
+                    pass  # gone already, or reset, or timed out: closing is all that is left
+            self._sock.close()
+            self._sock = None
+        self._done = True
+        self._last = None
+        self._held.clear()
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # views are still alive; the mapping goes with them
+            self._mm = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Loader:
+    """Starts ``psiflow serve`` over an image folder and iterates over its
+    batches (see Client for auto_release and torch).
+
+    data: the folder (ImageFolder layout: DATA/<class>/<image>).
+    psiflow_bin: the psiflow program (default: $PSIFLOW_BIN, else "psiflow" on PATH).
+    args: more ``psiflow serve`` flags, e.g. ["-batch", "32", "-epochs", "2"].
+    slots: batches outstanding at once (the shared ring's length).
+    """
+
+    def __init__(self, data=None, psiflow_bin=None, args=(), slots=4, auto_release=True, torch=False,
+                 batch_size=None, start_timeout=60.0):
+        self.bin = psiflow_bin or os.environ.get("PSIFLOW_BIN") or "psiflow"
+        self._dir = tempfile.mkdtemp(prefix="psiflow-")
+        self.socket_path = os.path.join(self._dir, "sink.sock")
+        cmd = [self.bin, "serve", "-socket", self.socket_path, "-slots", str(slots)]
+        if data is not None:
+            cmd += ["-data", str(data)]
+        if batch_size is not None:
+            cmd += ["-batch", str(batch_size)]
+        cmd += list(args)
+        self._stderr = open(os.path.join(self._dir, "stderr"), "w+b")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        self.returncode = None
+        try:
+            self.client = Client(self.socket_path, auto_release=auto_release, torch=torch,
+                                 connect_timeout=start_timeout, _alive=self._why_dead)
+        except BaseException:
+            self.close()
+            raise
+
+    def stderr(self):
+        """What psiflow serve wrote to its standard error so far."""
+        if self._stderr.closed:
+            return self._stderr_text
+        self._stderr.flush()
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+    def _why_dead(self, wait=False):
+        """Why psiflow is gone (None while it runs or when it ended cleanly);
+        wait: give a process that just broke the connection 5 s to exit."""
+        rc = self.proc.poll()
+        if rc is None and wait:
+            try:
+                rc = self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                return None
+        if rc is None or rc == 0:
+            return None
+        tail = self.stderr().strip().splitlines()[-3:]
+        return "psiflow serve exited with status %d: %s" % (rc, " / ".join(tail) or "(no output)")
+
+    def __iter__(self):
+        return iter(self.client)
+
+    def close(self, timeout=30.0):
+        """Stop psiflow (a clean stop) and wait for it; returns its exit status."""
+        if getattr(self, "client", None) is not None:
+            self.client.close()
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        self.returncode = self.proc.returncode
+        if not self._stderr.closed:
+            self._stderr_text = self.stderr()
+            self._stderr.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+        return self.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

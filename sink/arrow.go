@@ -1,0 +1,143 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/psiflow/psiflow/stage/decode"
+)
+
+// ArrowConfig names where an [Arrow] sink writes: exactly one of Path and Socket.
+type ArrowConfig struct {
+	// Path is an Arrow IPC file (the random-access file format, which
+	// source.NewArrowIPC and pyarrow.ipc.open_file read). It is created or truncated.
+	Path string
+	// Socket is a Unix socket path to listen on; the first client that connects
+	// receives an Arrow IPC stream (pyarrow.ipc.open_stream). The socket file is
+	// removed when the sink closes.
+	Socket string
+}
+
+// Arrow writes batches as Arrow record batches, one row per sample (see
+// [ColumnKey], [ColumnLabel], [ColumnData]), to a file or a Unix socket.
+type Arrow struct {
+	cfg    ArrowConfig
+	ln     *net.UnixListener
+	w      io.WriteCloser // file or connection
+	layout *tableLayout
+	file   *ipc.FileWriter
+	stream *ipc.Writer
+	once   sync.Once
+	cerr   error
+}
+
+// NewArrow opens the file or starts listening on the socket.
+func NewArrow(cfg ArrowConfig) (*Arrow, error) {
+	if (cfg.Path == "") == (cfg.Socket == "") {
+		return nil, errors.New("sink arrow: give exactly one of a file path and a socket path")
+	}
+	a := &Arrow{cfg: cfg}
+	if cfg.Path != "" {
+		f, err := os.Create(cfg.Path)
+		if err != nil {
+			return nil, fmt.Errorf("sink arrow: %w", err)
+		}
+		a.w = f
+		return a, nil
+	}
+	ln, err := listenUnix("unix", cfg.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("sink arrow: %w", err)
+	}
+	a.ln = ln
+	return a, nil
+}
+
+// Accept waits for the socket's client (a file sink returns at once). Consume
+// calls it when it has not been called.
+func (a *Arrow) Accept(ctx context.Context) error {
+	if a.w != nil {
+		return nil
+	}
+	if a.ln == nil {
+		return errors.New("sink arrow: closed")
+	}
+	c, err := acceptUnix(ctx, a.ln)
+	if err != nil {
+		return fmt.Errorf("sink arrow: socket %s: %w", a.cfg.Socket, err)
+	}
+	a.w = c
+	return nil
+}
+
+// Consume writes b as one record batch.
+func (a *Arrow) Consume(ctx context.Context, b *decode.Batch) error {
+	if err := a.Accept(ctx); err != nil {
+		return err
+	}
+	if a.layout == nil {
+		l, err := layoutOf(b)
+		if err != nil {
+			return fmt.Errorf("sink arrow: %w", err)
+		}
+		a.layout = l
+		if a.cfg.Path != "" {
+			if a.file, err = ipc.NewFileWriter(a.w, ipc.WithSchema(l.schema)); err != nil {
+				return fmt.Errorf("sink arrow: %s: %w", a.cfg.Path, err)
+			}
+		} else {
+			a.stream = ipc.NewWriter(a.w, ipc.WithSchema(l.schema))
+		}
+	}
+	rec, err := a.layout.record(b)
+	if err != nil {
+		return fmt.Errorf("sink arrow: %w", err)
+	}
+	defer rec.Release()
+	if a.file != nil {
+		err = a.file.Write(rec)
+	} else {
+		err = a.stream.Write(rec)
+	}
+	if err != nil {
+		return fmt.Errorf("sink arrow: %s: %w", a.where(), err)
+	}
+	return nil
+}
+
+func (a *Arrow) where() string {
+	if a.cfg.Path != "" {
+		return a.cfg.Path
+	}
+	return a.cfg.Socket
+}
+
+// Close finishes the file (its footer) or the stream (its end marker) and
+// closes it. A file sink with no batch leaves an empty file.
+func (a *Arrow) Close(error) error {
+	a.once.Do(func() {
+		var errs []error
+		if a.file != nil {
+			errs = append(errs, a.file.Close())
+		}
+		if a.stream != nil {
+			errs = append(errs, a.stream.Close())
+		}
+		if a.w != nil {
+			errs = append(errs, a.w.Close())
+		}
+		if a.ln != nil {
+			errs = append(errs, closeListener(a.ln, a.cfg.Socket))
+		}
+		if err := errors.Join(errs...); err != nil {
+			a.cerr = fmt.Errorf("sink arrow: %s: %w", a.where(), err)
+		}
+	})
+	return a.cerr
+}

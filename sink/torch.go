@@ -1,0 +1,59 @@
+package sink
+
+import (
+	"errors"
+	"time"
+
+	"github.com/psiflow/psiflow/flow"
+)
+
+// TorchConfig configures a [Torch] sink.
+type TorchConfig struct {
+	// Socket is the Unix socket path to listen on (SOCK_SEQPACKET). A stale
+	// socket file is replaced; the file is removed when the sink closes.
+	Socket string
+	// Slots is how many batches may be outstanding in Python at once (the
+	// shared-memory ring's length); 0 means 4. At least 2 lets Go fill one slot
+	// while Python trains on another.
+	Slots int
+	// SlotBytes is each slot's size; 0 sizes the slots from the first batch's
+	// tensor (rounded up to a page). A later batch larger than a slot is an error.
+	SlotBytes int64
+	// Budget, when not nil, holds the bytes of every batch outstanding in Python
+	// until Python releases it (a graph's budget, to make Python's batches count
+	// against it: size it for Slots more batches). Nil: the sink's own budget of
+	// Slots × SlotBytes, reported by [Torch.Budget].
+	Budget *flow.Budget
+	// Keys sends each sample's key (its file path) with the batch.
+	Keys bool
+	// CloseWait is how long Close waits for the consumer to hang up after the
+	// last message; 0 means 5 s.
+	CloseWait time.Duration
+}
+
+func (c TorchConfig) closeWait() time.Duration {
+	if c.CloseWait > 0 {
+		return c.CloseWait
+	}
+	return 5 * time.Second
+}
+
+// ErrConsumerClosed ends Consume when the Python consumer closed the
+// connection on purpose (it stopped iterating, or called close): a clean stop
+// for the caller to tell apart from a failure with errors.Is.
+var ErrConsumerClosed = errors.New("sink torch: the Python consumer closed the connection")
+
+func (c *TorchConfig) validate() error {
+	switch {
+	case c.Socket == "":
+		return errors.New("sink torch: no socket path given")
+	case c.Slots < 0:
+		return errors.New("sink torch: slots must be 0 (default 4) or more")
+	case c.SlotBytes < 0:
+		return errors.New("sink torch: slot bytes must be 0 (from the first batch) or more")
+	}
+	if c.Slots == 0 {
+		c.Slots = 4
+	}
+	return nil
+}

@@ -1,0 +1,371 @@
+//go:build linux
+
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/stage/decode"
+	"golang.org/x/sys/unix"
+)
+
+// Torch hands batches to the Python module python/psiflow through shared
+// memory and a Unix socket; see the package documentation and docs/SINK.md.
+type Torch struct {
+	cfg  TorchConfig
+	ln   *net.UnixListener
+	conn *net.UnixConn
+
+	fd        int    // memfd, -1 until the first batch
+	mem       []byte // its mapping
+	slotBytes int64
+	budget    *flow.Budget
+	free      chan int
+
+	// gone is cancelled, with the reason as its cause, when the consumer
+	// disconnects or breaks the protocol.
+	gone     context.Context
+	setGone  context.CancelCauseFunc
+	readDone chan struct{}
+
+	mu          sync.Mutex
+	outstanding []int64 // bytes held per slot, 0 when free
+	sent        int64
+	released    int64
+	peerClosed  bool
+	closing     bool
+
+	once sync.Once
+	cerr error
+}
+
+// Wire messages (JSON, one per SOCK_SEQPACKET message).
+type torchMsg struct {
+	T         string   `json:"t"`
+	Version   int      `json:"version,omitempty"`
+	Slots     int      `json:"slots,omitempty"`
+	SlotBytes int64    `json:"slot_bytes,omitempty"`
+	Seq       int64    `json:"seq,omitempty"`
+	Slot      int      `json:"slot"`
+	DType     string   `json:"dtype,omitempty"`
+	Shape     []int    `json:"shape,omitempty"`
+	Offset    int64    `json:"offset"`
+	NBytes    int64    `json:"nbytes"`
+	Labels    []int64  `json:"labels,omitempty"`
+	Keys      []string `json:"keys,omitempty"`
+	Batches   int64    `json:"batches,omitempty"`
+	Message   string   `json:"message,omitempty"`
+}
+
+// ProtocolVersion is the wire format's version, sent in the hello message.
+const ProtocolVersion = 1
+
+// NewTorch starts listening on cfg.Socket. Nothing is mapped until the first batch.
+func NewTorch(cfg TorchConfig) (*Torch, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ln, err := listenUnix("unixpacket", cfg.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("sink torch: %w", err)
+	}
+	t := &Torch{cfg: cfg, ln: ln, fd: -1, free: make(chan int, cfg.Slots), outstanding: make([]int64, cfg.Slots)}
+	t.gone, t.setGone = context.WithCancelCause(context.Background())
+	for i := range cfg.Slots {
+		t.free <- i
+	}
+	return t, nil
+}
+
+// Socket returns the path the sink listens on.
+func (t *Torch) Socket() string { return t.cfg.Socket }
+
+// Budget returns the budget that holds the bytes of batches outstanding in
+// Python (nil before the first batch when the sink sizes its own).
+func (t *Torch) Budget() *flow.Budget {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.budget
+}
+
+// Counts returns how many batches were sent and how many Python released.
+func (t *Torch) Counts() (sent, released int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sent, t.released
+}
+
+// Accept waits for the Python consumer to connect; Consume calls it when it
+// has not been called. It gives up when ctx ends.
+func (t *Torch) Accept(ctx context.Context) error {
+	t.mu.Lock()
+	connected, closing := t.conn != nil, t.closing
+	t.mu.Unlock()
+	if connected {
+		return nil
+	}
+	if closing {
+		return errors.New("sink torch: closed")
+	}
+	c, err := acceptUnix(ctx, t.ln)
+	if err != nil {
+		return fmt.Errorf("sink torch: socket %s: %w", t.cfg.Socket, err)
+	}
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		c.Close()
+		return errors.New("sink torch: closed")
+	}
+	t.conn = c
+	t.readDone = make(chan struct{})
+	t.mu.Unlock()
+	go t.readLoop()
+	return nil
+}
+
+// setup maps the ring for batches like b and sends the hello with its descriptor.
+func (t *Torch) setup(b *decode.Batch) error {
+	size := t.cfg.SlotBytes
+	if size == 0 {
+		size = b.Size()
+	}
+	page := int64(os.Getpagesize())
+	size = (size + page - 1) / page * page
+	if size <= 0 {
+		return fmt.Errorf("sink torch: first batch has no bytes to size the slots from (shape %v)", b.Tensor.Shape)
+	}
+	fd, err := unix.MemfdCreate("psiflow-batches", unix.MFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("sink torch: memfd_create: %w", err)
+	}
+	total := size * int64(t.cfg.Slots)
+	if err := unix.Ftruncate(fd, total); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("sink torch: sizing the shared ring to %d bytes: %w", total, err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("sink torch: mapping the shared ring (%d bytes): %w", total, err)
+	}
+	t.mu.Lock()
+	t.fd, t.mem, t.slotBytes = fd, mem, size
+	t.budget = t.cfg.Budget
+	if t.budget == nil {
+		b, err := flow.NewBudget(total)
+		if err != nil {
+			t.mu.Unlock()
+			return t.lost(fmt.Errorf("sizing the ring's budget: %w", err))
+		}
+		t.budget = b
+	}
+	t.mu.Unlock()
+	hello, _ := json.Marshal(torchMsg{T: "hello", Version: ProtocolVersion, Slots: t.cfg.Slots, SlotBytes: size})
+	if _, _, err := t.conn.WriteMsgUnix(hello, unix.UnixRights(fd), nil); err != nil {
+		return t.lost(fmt.Errorf("sending the shared ring: %w", err))
+	}
+	return nil
+}
+
+// lost records that the consumer is unreachable and returns the reason.
+func (t *Torch) lost(err error) error {
+	t.setGone(fmt.Errorf("sink torch: %w", err))
+	return context.Cause(t.gone)
+}
+
+// Consume copies b into a free slot and announces it, waiting while every
+// slot is in Python (backpressure). It fails when the consumer is gone:
+// [ErrConsumerClosed] when it closed on purpose.
+func (t *Torch) Consume(ctx context.Context, b *decode.Batch) error {
+	if err := t.Accept(ctx); err != nil {
+		return err
+	}
+	if t.mem == nil {
+		if err := t.setup(b); err != nil {
+			return err
+		}
+	}
+	raw := tensorBytes(&b.Tensor)
+	if int64(len(raw)) > t.slotBytes {
+		return fmt.Errorf("sink torch: batch of %v %v is %d bytes, larger than a slot (%d bytes; set SlotBytes)", b.Tensor.DType, b.Tensor.Shape, len(raw), t.slotBytes)
+	}
+	if len(b.Labels) != 0 && len(b.Labels) != len(b.Keys) {
+		return fmt.Errorf("sink torch: batch has %d keys and %d labels", len(b.Keys), len(b.Labels))
+	}
+	var slot int
+	select {
+	case slot = <-t.free:
+	case <-t.gone.Done():
+		return context.Cause(t.gone)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	n := int64(len(raw))
+	actx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(t.gone, cancel)
+	err := t.budget.Acquire(actx, n)
+	stop()
+	cancel()
+	if err != nil {
+		t.free <- slot
+		if t.gone.Err() != nil {
+			return context.Cause(t.gone)
+		}
+		return fmt.Errorf("sink torch: budget for a batch of %d bytes: %w", n, err)
+	}
+	off := int64(slot) * t.slotBytes
+	copy(t.mem[off:off+n], raw)
+	t.mu.Lock()
+	t.outstanding[slot] = n
+	t.sent++
+	seq := t.sent
+	t.mu.Unlock()
+	m := torchMsg{T: "batch", Seq: seq, Slot: slot, DType: b.Tensor.DType.String(), Shape: b.Tensor.Shape,
+		Offset: off, NBytes: n, Labels: b.Labels}
+	if t.cfg.Keys {
+		m.Keys = b.Keys
+	}
+	msg, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("sink torch: encoding batch %d: %w", seq, err)
+	}
+	if _, err := t.conn.Write(msg); err != nil {
+		if t.gone.Err() != nil {
+			return context.Cause(t.gone)
+		}
+		return t.lost(fmt.Errorf("sending batch %d: %w", seq, err))
+	}
+	return nil
+}
+
+// readLoop takes the consumer's releases and notices when it goes away.
+func (t *Torch) readLoop() {
+	defer close(t.readDone)
+	buf := make([]byte, 4096)
+	for {
+		n, err := t.conn.Read(buf)
+		if err != nil || n == 0 {
+			t.mu.Lock()
+			closing, peerClosed := t.closing, t.peerClosed
+			sent, rel := t.sent, t.released
+			t.mu.Unlock()
+			switch {
+			case closing:
+				t.setGone(errors.New("sink torch: closed"))
+			case peerClosed:
+				t.setGone(fmt.Errorf("%w after %d batches", ErrConsumerClosed, sent))
+			case err == nil || errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET):
+				t.setGone(fmt.Errorf("sink torch: the Python consumer disconnected without closing (crashed or killed?) after %d batches, %d not released", sent, sent-rel))
+			default:
+				t.setGone(fmt.Errorf("sink torch: reading from the Python consumer: %w", err))
+			}
+			return
+		}
+		var m torchMsg
+		if err := json.Unmarshal(buf[:n], &m); err != nil {
+			t.setGone(fmt.Errorf("sink torch: bad message from the Python consumer %q: %w", buf[:n], err))
+			return
+		}
+		switch m.T {
+		case "release":
+			if err := t.release(m.Slot); err != nil {
+				t.setGone(err)
+				return
+			}
+		case "close":
+			// The consumer waits for the connection to close before it closes its
+			// end (else the kernel resets the connection over the batches it did not
+			// read): stop now, and keep reading until the sink closes.
+			t.mu.Lock()
+			t.peerClosed = true
+			sent := t.sent
+			t.mu.Unlock()
+			t.setGone(fmt.Errorf("%w after %d batches", ErrConsumerClosed, sent))
+		default:
+			t.setGone(fmt.Errorf("sink torch: unknown message %q from the Python consumer", m.T))
+			return
+		}
+	}
+}
+
+func (t *Torch) release(slot int) error {
+	t.mu.Lock()
+	if slot < 0 || slot >= len(t.outstanding) || t.outstanding[slot] == 0 {
+		t.mu.Unlock()
+		return fmt.Errorf("sink torch: the Python consumer released slot %d, which it does not hold", slot)
+	}
+	n := t.outstanding[slot]
+	t.outstanding[slot] = 0
+	t.released++
+	t.mu.Unlock()
+	t.budget.Release(n)
+	t.free <- slot
+	return nil
+}
+
+// Close tells the consumer how the stream ended (cause nil: "end"; otherwise
+// "error" with cause's message, which Python raises), closes the connection
+// and the ring, and returns every outstanding batch's bytes to the budget.
+// Python keeps its own mapping of the ring until it closes it.
+func (t *Torch) Close(cause error) error {
+	t.once.Do(func() {
+		t.mu.Lock()
+		t.closing = true
+		conn, sent := t.conn, t.sent
+		t.mu.Unlock()
+		var errs []error
+		if conn != nil {
+			if t.gone.Err() == nil {
+				m := torchMsg{T: "end", Batches: sent}
+				if cause != nil {
+					m = torchMsg{T: "error", Message: cause.Error()}
+				}
+				msg, _ := json.Marshal(m)
+				if _, err := conn.Write(msg); err == nil { // the consumer may have gone meanwhile
+					// Let the consumer read the last message and hang up first: closing
+					// with one of its releases unread would make the kernel reset the
+					// connection before it reads "end".
+					_ = conn.CloseWrite()
+					select {
+					case <-t.readDone:
+					case <-time.After(t.cfg.closeWait()):
+					}
+				}
+			}
+			errs = append(errs, conn.Close())
+			<-t.readDone
+		}
+		t.setGone(errors.New("sink torch: closed"))
+		t.mu.Lock()
+		for i, n := range t.outstanding {
+			if n > 0 {
+				t.budget.Release(n)
+				t.outstanding[i] = 0
+			}
+		}
+		t.mu.Unlock()
+		if t.mem != nil {
+			errs = append(errs, unix.Munmap(t.mem))
+			t.mem = nil
+		}
+		if t.fd >= 0 {
+			errs = append(errs, unix.Close(t.fd))
+			t.fd = -1
+		}
+		errs = append(errs, closeListener(t.ln, t.cfg.Socket))
+		if err := errors.Join(errs...); err != nil {
+			t.cerr = fmt.Errorf("sink torch: closing: %w", err)
+		}
+	})
+	return t.cerr
+}

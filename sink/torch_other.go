@@ -1,0 +1,40 @@
+//go:build !linux
+
+package sink
+
+import (
+	"context"
+	"errors"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/stage/decode"
+)
+
+// Torch hands batches to Python through shared memory; it needs Linux (memfd).
+type Torch struct{}
+
+// ProtocolVersion is the wire format's version, sent in the hello message.
+const ProtocolVersion = 1
+
+var errTorchLinux = errors.New("sink torch: needs Linux (memfd and SCM_RIGHTS)")
+
+// NewTorch fails: the PyTorch consumer needs Linux.
+func NewTorch(TorchConfig) (*Torch, error) { return nil, errTorchLinux }
+
+// Socket returns "".
+func (t *Torch) Socket() string { return "" }
+
+// Budget returns nil.
+func (t *Torch) Budget() *flow.Budget { return nil }
+
+// Counts returns zeros.
+func (t *Torch) Counts() (sent, released int64) { return 0, 0 }
+
+// Accept fails.
+func (t *Torch) Accept(context.Context) error { return errTorchLinux }
+
+// Consume fails.
+func (t *Torch) Consume(context.Context, *decode.Batch) error { return errTorchLinux }
+
+// Close does nothing.
+func (t *Torch) Close(error) error { return nil }
