@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/pipelines"
+	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/pressure"
 )
@@ -77,25 +79,49 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	var level atomic.Int32
 	level.Store(-1)
+	var rt *elastic.Runtime
 	if p.Resource.Pressure {
-		th, err := throttle.New(throttle.Config{Registerer: reg, OnLevel: func(_, to pressure.Level, _ time.Time) { level.Store(int32(to)) }})
-		if err != nil {
+		// The file's budget becomes the largest budget of the elastic memory
+		// runtime: the budget follows the cgroup's headroom, the source is gated on
+		// its memory pressure, and memory is given back under pressure (shed
+		// actions). A pipeline file does not know its smallest working set, so the
+		// floor is an eighth of the budget, at least 4 MiB.
+		budget := p.Resource.Budget
+		if budget <= 0 {
+			_, bytes, from, err := throttle.DefaultBudget()
+			if err != nil {
+				return err
+			}
+			budget = bytes
+			fmt.Fprintf(stdout, "  budget: at most %s in flight, a quarter of the memory limit (%s)\n", human(float64(bytes)), from)
+		}
+		floor := min(budget, max(budget/8, 4<<20))
+		if rt, err = elastic.New(elastic.Config{
+			Mode: elastic.Elastic, Pressure: true, Floor: floor, BudgetFloor: floor, MaxBudget: budget,
+			Workers: runtime.GOMAXPROCS(0), ReadRegistered: -1, Registerer: reg,
+			Info: func(s string) { fmt.Fprintln(stdout, "  "+s) },
+		}); err != nil {
 			return err
 		}
+		defer rt.Close()
 		level.Store(int32(pressure.LevelNormal))
-		hooks.Options = append(hooks.Options, th.Option())
-		hooks.Run = th.Run
-		fmt.Fprintln(stdout, "  source gated on this cgroup's memory pressure (resources.pressure: off to turn off)")
-		defer func() {
-			fmt.Fprintln(stdout, "\nMemory pressure while running:")
-			_ = th.Recorder().Snapshot(time.Now()).WriteReport(stdout)
-		}()
+		hooks.Options = append(hooks.Options, rt.Options()...)
+		hooks.Run = func(ctx context.Context, g *flow.Graph) error {
+			err := rt.Run(ctx, g)
+			level.Store(int32(rt.Level()))
+			return err
+		}
+		fmt.Fprintln(stdout, "  source gated on this cgroup's memory pressure, budget following its headroom (resources.pressure: off to turn off)")
+		defer printRuntimeReport(stdout, rt)
 	}
 	levelName := func() string {
 		if l := level.Load(); l >= 0 {
 			return pressure.Level(l).String()
 		}
 		return "off"
+	}
+	if rt != nil {
+		levelName = func() string { return rt.Level().String() }
 	}
 	switch {
 	case *showProgress:
