@@ -137,6 +137,7 @@ type Runtime struct {
 	level    atomic.Int32
 	headGoal atomic.Int64 // the budget the headroom asks for
 	applyMu  sync.Mutex
+	onHead   []func(pressure.HeadroomReport) // under applyMu
 	prevGo   int64
 	setGo    bool
 	closed   bool
@@ -358,8 +359,26 @@ func (r *Runtime) NextEpoch() error {
 // Level returns the pressure level last reported by the monitor.
 func (r *Runtime) Level() pressure.Level { return pressure.Level(r.level.Load()) }
 
+// OnHeadroom registers f to be called with every headroom report (Elastic mode,
+// about every 200 ms while a graph runs), after the budget followed it: memory the
+// loader holds outside the budget (a sample cache) can follow the headroom too.
+// Register before the first Run.
+func (r *Runtime) OnHeadroom(f func(pressure.HeadroomReport)) {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	r.onHead = append(r.onHead, f)
+}
+
 // applyHeadroom follows one headroom report.
 func (r *Runtime) applyHeadroom(rep pressure.HeadroomReport) {
+	defer func() {
+		r.applyMu.Lock()
+		fs := r.onHead
+		r.applyMu.Unlock()
+		for _, f := range fs {
+			f(rep)
+		}
+	}()
 	r.headGoal.Store(rep.Budget)
 	r.m.allow.Set(float64(rep.Allowance))
 	if rep.BelowFloor {

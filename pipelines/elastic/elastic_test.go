@@ -199,6 +199,8 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != goHeapBase+64*mib {
 		t.Fatalf("Go memory limit %d, want %d (base + budget)", got, goHeapBase+64*mib)
 	}
+	var seen []pressure.HeadroomReport
+	rt.OnHeadroom(func(rep pressure.HeadroomReport) { seen = append(seen, rep) })
 	// A co-tenant at 200 MiB: allowance 256-200-16 = 40 = floor: budget 40-24 = 16.
 	mem.set(210 * mib)
 	rep, err := rt.Headroom().Update()
@@ -206,6 +208,9 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt.applyHeadroom(rep)
+	if len(seen) != 1 || seen[0] != rep {
+		t.Fatalf("OnHeadroom saw %+v, want the one report applied, %+v", seen, rep)
+	}
 	if rt.Budget().Limit() != 16*mib {
 		t.Fatalf("co-tenant at 210 MiB: budget %s, want the budget floor 16 MiB", pressure.MiB(rt.Budget().Limit()))
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/source/umabuf"
@@ -280,6 +281,12 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		// the files when the pressure is gone).
 		rt.OnShed(elastic.ActionSampleCache, func(context.Context) (int64, error) {
 			return cache.c.Shed(max(cache.c.Stats().Bytes/8, 1<<20)), nil
+		})
+		// The cache follows the headroom: it may hold half of what the headroom
+		// leaves the loader beyond its budget, never more than its own bound.
+		bound := cache.c.MaxBytes()
+		rt.OnHeadroom(func(rep pressure.HeadroomReport) {
+			cache.c.SetLimit(min(bound, max(0, (rep.Allowance-rep.Budget)/2)))
 		})
 	}
 
