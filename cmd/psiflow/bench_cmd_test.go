@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -132,5 +133,27 @@ echo '{"event":"done","samples":50,"t":6}'
 	}
 	if i := strings.Index(out.String(), "| limit |"); i < 0 || !strings.Contains(again.String(), out.String()[i:]) {
 		t.Errorf("bench -report printed\n%s\nwant the table of\n%s", again.String(), out.String())
+	}
+}
+
+func TestParseShares(t *testing.T) {
+	got, err := parseShares("0, 0.5,0.7,0.85")
+	if err != nil || len(got) != 4 || got[0] != 0 || got[3] != 0.85 {
+		t.Fatalf("parseShares = %v, %v", got, err)
+	}
+	if got, err := parseShares(""); err != nil || got != nil {
+		t.Errorf("empty: %v, %v; want none", got, err)
+	}
+	for _, bad := range []string{"1", "-0.1", "0.5,0.5", "half", "0,,0.5"} {
+		if _, err := parseShares(bad); err == nil || !errors.Is(err, errUsage) {
+			t.Errorf("parseShares(%q) error %v, want a usage error", bad, err)
+		}
+	}
+}
+
+func TestBenchCoTenantNeedsLimit(t *testing.T) {
+	err := runBench(context.Background(), io.Discard, []string{"-cotenant", "0,0.5", "-limit", "none,256M", "--", "a=/bin/true"})
+	if err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "memory limit") {
+		t.Errorf("error %v, want a usage error about the memory limit", err)
 	}
 }
