@@ -13,7 +13,7 @@ TEST_DEBS  := libturbojpeg0 python3-pil
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: all run build test test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders clean
+.PHONY: all run build test test-short tracked-check vet fmt-check deps bench-deps bench bench-go bench-flow bench-source bench-loaders bench-cotenant clean
 
 all: build
 
@@ -79,6 +79,12 @@ bench-loaders: bench-deps build
 	./$(BIN) bench -data $(BENCH_DATA) -limit none,256M,128M -rounds 3 -cold -timeout 5m -- \
 	  dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
 	  psiflow=bin/psiflow-imagefolder -data {data}
+
+# Issue 9's co-tenant grid: DataLoader, psiflow fixed/no gate, psiflow elastic, each next
+# to a co-tenant at 0/50/70/85% of 256 MiB in the same cgroup, 5 rounds (needs root).
+# COTENANT_ARGS passes more flags to the script, e.g. "-limits 256M,1G -rounds 2".
+bench-cotenant: bench-deps
+	benchmarks/cotenant/run.sh $(COTENANT_ARGS)
 
 clean:
 	rm -rf bin
