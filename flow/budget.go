@@ -13,7 +13,9 @@ import (
 // element's last claim is dropped downstream. Waiters are served in FIFO order
 // so a large request is not starved by small ones. Safe for concurrent use.
 type Budget struct {
-	limit int64
+	// limit is the current size; ceiling the largest size ever set, against which
+	// a request is oversize. Both change only under mu (SetLimit).
+	limit, ceiling atomic.Int64
 
 	mu      sync.Mutex
 	inUse   int64
@@ -42,11 +44,40 @@ func NewBudget(limit int64) *Budget {
 	if limit <= 0 {
 		panic(fmt.Sprintf("flow.NewBudget: limit %d must be positive", limit))
 	}
-	return &Budget{limit: limit}
+	b := &Budget{}
+	b.limit.Store(limit)
+	b.ceiling.Store(limit)
+	return b
 }
 
 // Limit returns the budget's size in bytes.
-func (b *Budget) Limit() int64 { return b.limit }
+func (b *Budget) Limit() int64 { return b.limit.Load() }
+
+// SetLimit resizes the budget to limit bytes (which must be positive) while it is
+// in use, for a budget that follows the memory its cgroup leaves free. Growing
+// wakes the waiters that now fit. Shrinking revokes nothing: bytes already taken
+// stay taken, and new requests wait until the bytes in use fall below the new
+// limit. A request larger than the current limit but not larger than the largest
+// limit ever set is not oversize: it is granted alone, once nothing else is in use,
+// so a shrunken budget slows a graph down instead of failing it.
+func (b *Budget) SetLimit(limit int64) error {
+	if limit <= 0 {
+		return fmt.Errorf("flow: budget limit %d bytes: must be positive", limit)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.limit.Store(limit)
+	if limit > b.ceiling.Load() {
+		b.ceiling.Store(limit)
+	}
+	b.grant()
+	return nil
+}
+
+// fits reports whether n more bytes may be taken now; mu must be held.
+func (b *Budget) fits(n int64) bool {
+	return b.inUse+n <= b.limit.Load() || b.inUse == 0
+}
 
 // InUse returns the bytes currently acquired.
 func (b *Budget) InUse() int64 {
@@ -79,11 +110,11 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	if n > b.limit {
-		return &ErrOversize{Request: n, Limit: b.limit}
+	if c := b.ceiling.Load(); n > c {
+		return &ErrOversize{Request: n, Limit: c}
 	}
 	b.mu.Lock()
-	if len(b.waiters) == 0 && b.inUse+n <= b.limit {
+	if len(b.waiters) == 0 && b.fits(n) {
 		b.take(n)
 		b.mu.Unlock()
 		return nil
@@ -124,7 +155,7 @@ func (b *Budget) TryAcquire(n int64) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.waiters) == 0 && b.inUse+n <= b.limit {
+	if len(b.waiters) == 0 && b.fits(n) {
 		b.take(n)
 		return true
 	}
@@ -162,7 +193,7 @@ func (b *Budget) take(n int64) {
 func (b *Budget) grant() {
 	for len(b.waiters) > 0 {
 		w := b.waiters[0]
-		if b.inUse+w.n > b.limit {
+		if !b.fits(w.n) {
 			return
 		}
 		b.take(w.n)

@@ -14,3 +14,7 @@ type Gate interface {
 	// Release returns a permit taken by Acquire.
 	Release()
 }
+
+// Gate returns the graph's gate ([WithGate]), or nil if it has none. Sources that
+// read ahead (package source's readers) pass their reads through it as well.
+func (g *Graph) Gate() Gate { return g.gate }

@@ -256,12 +256,27 @@ func (p *Pool) FreeBytes(b []byte) error {
 // allocations; they become EVICTED and are zeroed when allocated again
 // (the zeroing write also cancels a pending lazy free). It returns the bytes
 // trimmed. A registered pool (ArenaOptions.Registered) is never trimmed.
-func (p *Pool) Trim() (int64, error) {
+func (p *Pool) Trim() (int64, error) { return p.trim(false) }
+
+// ReleaseFree gives the pool's free chunks back to the kernel at once:
+// madvise(MADV_DONTNEED) on every chunk without live allocations, including
+// chunks an earlier Trim left lazily freed (still charged to the cgroup until
+// reclaim takes them). The cgroup's usage drops by what was resident before
+// ReleaseFree returns. It returns the bytes of chunks that were HOT or COLD
+// (those lazily freed before are released again but not counted twice). A
+// registered pool is never released.
+func (p *Pool) ReleaseFree() (int64, error) { return p.trim(true) }
+
+func (p *Pool) trim(now bool) (int64, error) {
 	a := p.a
 	u := a.u
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if err := a.checkOpenLocked("trim"); err != nil {
+	op := "trim"
+	if now {
+		op = "release"
+	}
+	if err := a.checkOpenLocked(op); err != nil {
 		return 0, err
 	}
 	if p.registered {
@@ -270,14 +285,26 @@ func (p *Pool) Trim() (int64, error) {
 	var n int64
 	var errs []error
 	for i := range a.chunks {
+		if now && a.eligibleLocked(i, Evicted) {
+			if err := u.k.madvise(a.span(i), adviseDontNeed); err != nil {
+				errs = append(errs, fmt.Errorf("uma: release chunk %s: %w", a.id(i), err))
+			}
+			continue
+		}
 		if !a.eligibleLocked(i, Hot, Cold) {
 			continue
 		}
-		if _, err := u.lazyFree(a.span(i)); err != nil {
-			errs = append(errs, fmt.Errorf("uma: trim chunk %s: %w", a.id(i), err))
+		var err error
+		if now {
+			err = u.k.madvise(a.span(i), adviseDontNeed)
+		} else {
+			_, err = u.lazyFree(a.span(i))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("uma: %s chunk %s: %w", op, a.id(i), err))
 			continue
 		}
-		if err := a.setLocked(i, Evicted, "trim"); err != nil {
+		if err := a.setLocked(i, Evicted, op); err != nil {
 			errs = append(errs, err)
 			continue
 		}

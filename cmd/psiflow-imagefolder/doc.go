@@ -11,7 +11,15 @@
 // drops each file's page cache once read, so a cgroup running it is not charged for a
 // growing page cache.
 //
+// -memory elastic (the default) runs it under package pipelines/elastic: the budget
+// follows the cgroup's headroom up to -budget, read buffers are sized to the reads in
+// flight, and memory is given back under pressure. -memory fixed is psiflow before
+// that: a 64 MiB registered read pool, a budget of a quarter of the memory limit
+// (unless -budget is given) and no shedding. -pressure=false turns the pressure gate
+// off. The variants of the co-tenant benchmark are "-memory fixed -pressure=false"
+// (B) and the defaults (C).
+//
 // Usage:
 //
-//	psiflow-imagefolder -data DIR [-batch 64] [-workers N] [-budget 32M] [-limit N]
+//	psiflow-imagefolder -data DIR [-batch 64] [-workers N] [-budget 32M] [-limit N] [-memory elastic|fixed] [-pressure=true|false]
 package main

@@ -12,7 +12,9 @@ import (
 	"syscall"
 
 	"github.com/psiflow/psiflow/internal/harness/protocol"
+	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -34,13 +36,14 @@ func main() {
 // parseArgs turns the command line into the pipeline's configuration.
 func parseArgs(args []string) (imagefolder.Config, error) {
 	c := imagefolder.DefaultConfig("")
-	c.ReadBuffers = 0 // package source's own buffers, as measured in docs/BENCHMARKS.md
 	fs := flag.NewFlagSet("psiflow-imagefolder", flag.ContinueOnError)
 	fs.StringVar(&c.Dir, "data", "", "image folder root with class subdirectories (required)")
 	fs.IntVar(&c.BatchSize, "batch", 64, "batch size")
 	fs.IntVar(&c.Workers, "workers", runtime.GOMAXPROCS(0), "decode goroutines")
 	fs.IntVar(&c.Readers, "readers", 0, "file readers (0: package source's default)")
-	budget := fs.String("budget", "32M", "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes")
+	budget := fs.String("budget", "32M", "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes: the largest with -memory elastic; with -memory fixed a quarter of the memory limit unless given")
+	memory := fs.String("memory", "elastic", "memory runtime: elastic (budget follows the cgroup's headroom, memory given back under pressure) or fixed (64 MiB registered read pool, a quarter of the limit as budget, nothing given back)")
+	fs.BoolVar(&c.Pressure, "pressure", true, "gate the source and its reads on the cgroup's memory pressure")
 	fs.IntVar(&c.Queue, "queue", 4, "default edge queue size (elements); batch edges hold 1")
 	fs.IntVar(&c.Resize, "resize", 256, "Resize: shorter side")
 	fs.IntVar(&c.Crop, "crop", 224, "CenterCrop size")
@@ -55,6 +58,16 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	var err error
 	if c.Budget, err = parseSize(*budget); err != nil {
 		return c, fmt.Errorf("-budget: %w", err)
+	}
+	if c.Memory, err = elastic.ParseMode(*memory); err != nil {
+		return c, fmt.Errorf("-memory: %w", err)
+	}
+	budgetSet := false
+	fs.Visit(func(f *flag.Flag) { budgetSet = budgetSet || f.Name == "budget" })
+	if c.Memory == elastic.Fixed && !budgetSet {
+		if c.Budget, _, err = pressure.DefaultByteBudget(0); err != nil {
+			return c, fmt.Errorf("-memory fixed: %w", err)
+		}
 	}
 	switch *backend {
 	case "auto":
@@ -71,15 +84,30 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 }
 
 func run(ctx context.Context, c imagefolder.Config, em *protocol.Emitter) error {
+	var rt *elastic.Runtime
 	_, err := imagefolder.Run(ctx, c, imagefolder.Hooks{
 		Consume: func(_ context.Context, b *decode.Batch) error { return em.Batch(len(b.Keys)) },
 		Info: func(s string) {
-			if strings.Contains(s, "standard library") {
+			if strings.Contains(s, "standard library") || strings.Contains(s, "floor of") {
 				fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", s)
 			}
 		},
+		Runtime: func(r *elastic.Runtime) { rt = r },
 	})
+	if rt != nil {
+		fmt.Fprintf(os.Stderr, "psiflow-imagefolder: memory %s, pressure gate %v; shed actions run: %s\n", c.Memory, c.Pressure, shedLine(rt))
+	}
 	return err
+}
+
+// shedLine lists how often each shed action ran, e.g. "budget=2 go_heap=0 ...".
+func shedLine(rt *elastic.Runtime) string {
+	runs := rt.ShedRuns()
+	parts := make([]string, 0, len(elastic.Actions))
+	for _, a := range elastic.Actions {
+		parts = append(parts, fmt.Sprintf("%s=%.0f", a, runs[a]))
+	}
+	return strings.Join(parts, " ")
 }
 
 func parseSize(s string) (int64, error) {

@@ -54,6 +54,8 @@ func TestRunReportsBatches(t *testing.T) {
 	}{
 		{name: "all", want: []int{8, 8, 5}},
 		{name: "limit", args: []string{"-limit", "10"}, want: []int{8, 8}},
+		{name: "fixed, no gate", args: []string{"-memory", "fixed", "-pressure=false"}, want: []int{8, 8, 5}},
+		{name: "elastic, no gate", args: []string{"-memory", "elastic", "-pressure=false"}, want: []int{8, 8, 5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,10 +87,25 @@ func TestRunReportsBatches(t *testing.T) {
 }
 
 func TestParseArgsRejects(t *testing.T) {
-	for _, args := range [][]string{{}, {"-data", "x", "-backend", "gpu"}, {"-data", "x", "-budget", "0"}, {"-data", "x", "-workers", "0"}, {"-data", "x", "-epochs", "0"}, {"-data", "x", "-limit", "-1"}} {
+	for _, args := range [][]string{{}, {"-data", "x", "-backend", "gpu"}, {"-data", "x", "-budget", "0"}, {"-data", "x", "-workers", "0"}, {"-data", "x", "-epochs", "0"}, {"-data", "x", "-limit", "-1"}, {"-data", "x", "-memory", "big"}, {"-data", "x", "-pressure=maybe"}} {
 		if _, err := parseArgs(args); err == nil {
 			t.Errorf("parseArgs(%q) accepted", args)
 		}
+	}
+}
+
+func TestParseArgsMemory(t *testing.T) {
+	c, err := parseArgs([]string{"-data", "x"})
+	if err != nil || c.Memory != "elastic" || !c.Pressure || c.Budget != 32<<20 {
+		t.Fatalf("defaults: memory %q pressure %v budget %d (%v); want elastic, true, 32 MiB", c.Memory, c.Pressure, c.Budget, err)
+	}
+	c, err = parseArgs([]string{"-data", "x", "-memory", "fixed", "-pressure=false"})
+	if err != nil || c.Memory != "fixed" || c.Pressure || c.Budget <= 0 || c.Budget == 32<<20 {
+		t.Fatalf("fixed: memory %q pressure %v budget %d (%v); want fixed, false, a quarter of the limit", c.Memory, c.Pressure, c.Budget, err)
+	}
+	c, err = parseArgs([]string{"-data", "x", "-memory", "fixed", "-budget", "8M"})
+	if err != nil || c.Budget != 8<<20 {
+		t.Fatalf("fixed with -budget 8M: budget %d (%v)", c.Budget, err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/demo"
+	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 )
 
@@ -39,11 +40,16 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	epochs := fs.Int("epochs", 1, "with -data: passes over the folder")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
+	memory := fs.String("memory", "elastic", "with -data: elastic (the budget follows the cgroup's headroom, memory is given back under pressure) or fixed (a 64 MiB registered read pool and nothing given back)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	mode, err := elastic.ParseMode(*memory)
+	if err != nil {
+		return fmt.Errorf("%w: -memory: %v", errUsage, err)
 	}
 	if err := cfg.Validate(); err != nil && cfg.Budget != 0 {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -77,7 +83,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		fmt.Fprintf(stdout, "  metrics: %s\n", ms.URL())
 		defer ms.Close()
 	}
-	if *gated {
+	if *gated && *data == "" {
 		th, err := throttle.New(throttle.Config{Registerer: reg})
 		if err != nil {
 			return err
@@ -100,15 +106,20 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 	var sum demo.Summary
-	var err error
 	if *data != "" {
 		fc := imagefolder.DefaultConfig(*data)
 		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
+		fc.Memory, fc.Pressure = mode, *gated
+		var rt *elastic.Runtime
 		sum, err = imagefolder.Run(ctx, fc, imagefolder.Hooks{
-			Options: cfg.Graph.Options, Run: cfg.Graph.Run,
+			Options: cfg.Graph.Options, Registerer: reg,
 			Info:     func(s string) { fmt.Fprintln(stdout, "  "+s) },
 			Progress: show, Interval: 250 * time.Millisecond,
+			Runtime: func(r *elastic.Runtime) { rt = r },
 		})
+		if rt != nil {
+			defer printRuntimeReport(stdout, rt)
+		}
 	} else {
 		sum, err = demo.Run(ctx, cfg, 250*time.Millisecond, show)
 	}
@@ -117,6 +128,20 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	printDemoSummary(stdout, sum)
 	return err
+}
+
+// printRuntimeReport prints the pressure levels and the shed actions of an image run.
+func printRuntimeReport(w io.Writer, rt *elastic.Runtime) {
+	if th := rt.Throttle(); th != nil {
+		fmt.Fprintln(w, "\nMemory pressure while running:")
+		_ = th.Recorder().Snapshot(time.Now()).WriteReport(w)
+	}
+	runs := rt.ShedRuns()
+	fmt.Fprintf(w, "\nMemory %s: budget %s at the end; shed actions run:", rt.Mode(), human(float64(rt.Budget().Limit())))
+	for _, a := range elastic.Actions {
+		fmt.Fprintf(w, " %s %.0f", a, runs[a])
+	}
+	fmt.Fprintln(w)
 }
 
 func printDemoSummary(w io.Writer, s demo.Summary) {

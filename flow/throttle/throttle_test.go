@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/pressure"
-	"github.com/psiflow/psiflow/cgroup"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

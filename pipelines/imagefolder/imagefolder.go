@@ -7,12 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
@@ -43,14 +47,23 @@ type Config struct {
 	Labels    bool           // label each sample with its ImageFolder class index
 	Backend   decode.Backend // JPEG decoder
 	// ReadBuffers is the size of the UMA pool the reader reads into, registered once
-	// with every io_uring ring; 0 uses package source's own buffer pool instead.
+	// with every io_uring ring. With Memory set, 0 takes the mode's default (elastic:
+	// the budget floor; fixed: 64 MiB) and -1 uses package source's own pool; without
+	// Memory, 0 uses package source's own pool.
 	ReadBuffers int64
+	// Memory is the memory runtime ([elastic.Elastic] by default, [elastic.Fixed] for
+	// psiflow before issue 9, "" for none: a plain budget of Budget bytes). With a
+	// runtime, Budget is the largest budget (elastic) or the budget (fixed).
+	Memory elastic.Mode
+	// Pressure gates the source and its reads on the cgroup's memory pressure
+	// (with Memory set).
+	Pressure bool
 }
 
 // DefaultConfig is what "make run" uses on the generated folder dir.
 func DefaultConfig(dir string) Config {
 	return Config{Dir: dir, Workers: runtime.GOMAXPROCS(0), BatchSize: 64, Resize: 256, Crop: 224, Queue: 4,
-		Budget: 32 << 20, Epochs: 1, DropCache: true, Labels: true, ReadBuffers: 64 << 20}
+		Budget: 32 << 20, Epochs: 1, DropCache: true, Labels: true, Memory: elastic.Elastic, Pressure: true}
 }
 
 // Validate reports the first field that cannot work.
@@ -74,8 +87,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("imagefolder: epochs %d: must be at least 1", c.Epochs)
 	case c.Limit < 0:
 		return fmt.Errorf("imagefolder: limit %d: must be 0 (all) or more", c.Limit)
-	case c.ReadBuffers < 0:
-		return fmt.Errorf("imagefolder: read buffers %d bytes: must be 0 (off) or more", c.ReadBuffers)
+	case c.ReadBuffers < 0 && (c.Memory == "" || c.ReadBuffers != -1):
+		return fmt.Errorf("imagefolder: read buffers %d bytes: must be 0 (default), -1 (package source's pool, with Memory) or more", c.ReadBuffers)
+	}
+	if c.Memory != "" {
+		if _, err := elastic.ParseMode(string(c.Memory)); err != nil {
+			return fmt.Errorf("imagefolder: %w", err)
+		}
 	}
 	return nil
 }
@@ -86,7 +104,15 @@ func (c Config) Validate() error {
 // batches.
 type Hooks struct {
 	Options []flow.Option
-	Run     func(ctx context.Context, g *flow.Graph) error
+	// Run runs each graph; with Config.Memory set it must be nil (the memory
+	// runtime runs the graph under its monitor).
+	Run func(ctx context.Context, g *flow.Graph) error
+	// Registerer receives the memory runtime's metrics (psiflow_shed_action_*,
+	// psiflow_elastic_*, psiflow_uma_*, psiflow_pressure_*).
+	Registerer prometheus.Registerer
+	// Runtime, when set, is called with the memory runtime once it is built (to
+	// report its pressure levels or shed actions after Run).
+	Runtime func(*elastic.Runtime)
 	// Consume receives every batch; the graph releases the batch when it returns.
 	Consume func(ctx context.Context, b *decode.Batch) error
 	// Info receives one line for each choice made at start (reader, decoder, buffers).
@@ -107,7 +133,7 @@ func (h Hooks) info(format string, args ...any) {
 var errLimit = errors.New("sample limit reached")
 
 // Run runs the pipeline once per epoch and returns what it delivered.
-func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err error) {
+func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, err error) {
 	if err := cfg.Validate(); err != nil {
 		return progress.Summary{}, err
 	}
@@ -137,8 +163,31 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		hooks.info("JPEG decoder: %s", dec.Backend())
 	}
 	var bufs source.BufferProvider
-	if cfg.ReadBuffers > 0 {
-		u, err := uma.New(uma.Config{})
+	opts := []flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}
+	runGraph := hooks.Run
+	workers, err := elastic.NewWorkers(cfg.Workers + elastic.WorkerSlack)
+	if err != nil {
+		return progress.Summary{}, err
+	}
+	var rt *elastic.Runtime
+	if cfg.Memory != "" {
+		if hooks.Run != nil {
+			return progress.Summary{}, errors.New("imagefolder: Hooks.Run is set with Config.Memory: the memory runtime runs the graph")
+		}
+		if rt, err = newRuntime(cfg, files, hooks); err != nil {
+			return progress.Summary{}, err
+		}
+		defer func() {
+			// Close fails if any lease is still out: a leak would surface here.
+			err = errors.Join(err, rt.Close())
+		}()
+		if hooks.Runtime != nil {
+			hooks.Runtime(rt)
+		}
+		opts = append(rt.Options(), flow.WithQueueSize(cfg.Queue))
+		bufs, workers, runGraph = rt.Buffers(), rt.Workers(), rt.Run
+	} else if cfg.ReadBuffers > 0 {
+		u, err := uma.New(uma.Config{Registerer: hooks.Registerer})
 		if err != nil {
 			return progress.Summary{}, err
 		}
@@ -172,9 +221,11 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		return snap
 	})
 	defer stop()
-	defer func() { sum.Elapsed = time.Since(start) }()
+	// Runs after the result is set: every return below reports the time.
+	defer func() { out.Elapsed = time.Since(start) }()
 
-	get := func(s *source.Sample) decode.Encoded {
+	get := func(h *elastic.Held[*source.Sample]) decode.Encoded {
+		s := h.V
 		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key)}
 		if len(s.Fields) > 0 {
 			e.Data = s.Fields[0].Data
@@ -185,6 +236,11 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		return e
 	}
 	for epoch := range cfg.Epochs {
+		if rt != nil && epoch > 0 {
+			if err := rt.NextEpoch(); err != nil {
+				return sum, err
+			}
+		}
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
 			Workers: cfg.Workers, Ordered: cfg.Ordered,
 			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: decode.CHW},
@@ -192,12 +248,15 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		if err != nil {
 			return sum, err
 		}
-		g := flow.New("imagefolder", append([]flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}, hooks.Options...)...)
+		g := flow.New("imagefolder", append(slices.Clone(opts), hooks.Options...)...)
 		src := flowsrc.Files(g, "read", files, source.Options{
 			Epoch: epoch, Workers: cfg.Readers, Buffers: bufs,
 			Reader: source.ReaderOptions{DropCache: cfg.DropCache},
 		})
-		batches := flow.Via(flow.Via(src, st), stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
+		// Narrow admits a file to decoding only while a decode slot is free: the
+		// memory runtime narrows decoding under pressure.
+		held := flow.Via(src, elastic.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1))
+		batches := flow.Via(flow.Via(held, st), stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
 		collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(1))
 		flow.Sink(collated, "consume", func(ctx context.Context, b *decode.Batch) error {
 			mu.Lock()
@@ -218,8 +277,8 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (_ progress.Summary, err 
 		mu.Lock()
 		current = g
 		mu.Unlock()
-		if hooks.Run != nil {
-			err = hooks.Run(ctx, g)
+		if runGraph != nil {
+			err = runGraph(ctx, g)
 		} else {
 			err = g.Run(ctx)
 		}

@@ -16,7 +16,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -51,6 +54,7 @@ func writeFolder(t *testing.T, n int) string {
 func smallConfig(root string) Config {
 	c := DefaultConfig(root)
 	c.Workers, c.BatchSize, c.Resize, c.Crop, c.Queue, c.Budget, c.ReadBuffers = 2, 8, 48, 32, 2, 1<<20, 0
+	c.Pressure = false
 	return c
 }
 
@@ -61,17 +65,31 @@ func TestRunDeliversBatches(t *testing.T) {
 		limit       int64
 		epochs      int
 		readBuffers int64
+		memory      elastic.Mode // "": elastic; "none": no runtime
+		pressure    bool
 		want        string // batch sizes in order
 	}{
 		{name: "all", want: "[8 8 5]"},
 		{name: "limit", limit: 10, want: "[8 8]"},
 		{name: "two epochs", epochs: 2, want: "[8 8 5 8 8 5]"},
 		{name: "uma read buffers", readBuffers: 4 << 20, want: "[8 8 5]"},
+		{name: "fixed", memory: elastic.Fixed, want: "[8 8 5]"},
+		{name: "plain", memory: "none", want: "[8 8 5]"},
+		{name: "plain uma read buffers", memory: "none", readBuffers: 4 << 20, want: "[8 8 5]"},
+		{name: "elastic with pressure", pressure: true, epochs: 2, want: "[8 8 5 8 8 5]"},
+		{name: "source's own pool", readBuffers: -1, want: "[8 8 5]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := smallConfig(root)
-			c.Limit, c.ReadBuffers = tt.limit, tt.readBuffers
+			c.Limit, c.ReadBuffers, c.Pressure = tt.limit, tt.readBuffers, tt.pressure
+			switch tt.memory {
+			case "none":
+				c.Memory = ""
+			case "":
+			default:
+				c.Memory = tt.memory
+			}
 			if tt.epochs > 0 {
 				c.Epochs = tt.epochs
 			}
@@ -98,7 +116,7 @@ func TestRunDeliversBatches(t *testing.T) {
 			if fmt.Sprint(sizes) != tt.want {
 				t.Fatalf("batch sizes %v, want %s", sizes, tt.want)
 			}
-			if sum.Items != int64(sumOf(sizes)) || sum.Batches != int64(len(sizes)) || sum.Peak <= 0 || sum.Peak > c.Budget {
+			if sum.Items != int64(sumOf(sizes)) || sum.Batches != int64(len(sizes)) || sum.Peak <= 0 || sum.Peak > c.Budget || sum.Elapsed <= 0 {
 				t.Fatalf("summary %+v for batches %v", sum, sizes)
 			}
 			if tt.limit == 0 && (labels[0] == 0 || labels[1] == 0 || labels[-1] != 0) {
@@ -150,7 +168,9 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Budget = 0 }, "budget 0"},
 		{func(c *Config) { c.Epochs = 0 }, "epochs 0"},
 		{func(c *Config) { c.Limit = -1 }, "limit -1"},
-		{func(c *Config) { c.ReadBuffers = -1 }, "read buffers -1"},
+		{func(c *Config) { c.ReadBuffers = -2 }, "read buffers -2"},
+		{func(c *Config) { c.Memory, c.ReadBuffers = "", -1 }, "read buffers -1"},
+		{func(c *Config) { c.Memory = "big" }, `memory mode "big"`},
 	}
 	for _, tc := range tests {
 		c := DefaultConfig("x")
@@ -179,5 +199,32 @@ func TestClassIndex(t *testing.T) {
 		if got := label(path); got != want {
 			t.Errorf("label(%s) = %d, want %d", path, got, want)
 		}
+	}
+}
+
+func TestRunWithMemoryRejectsRunHook(t *testing.T) {
+	root := writeFolder(t, 3)
+	_, err := Run(context.Background(), smallConfig(root), Hooks{Run: func(ctx context.Context, g *flow.Graph) error { return g.Run(ctx) }})
+	if err == nil || !strings.Contains(err.Error(), "Hooks.Run") {
+		t.Fatalf("Run with Memory and Hooks.Run: %v", err)
+	}
+}
+
+func TestFloorOf(t *testing.T) {
+	root := writeFolder(t, 6)
+	files, err := source.Dir(root, Extensions...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := smallConfig(root)
+	f, err := FloorOf(c, files.Paths())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Encoded < 1<<20 || f.Output != 2*8*3*32*32 || f.Scratch != 2*scratchPerWorker || f.Total() != f.Encoded+f.Output+f.Scratch {
+		t.Fatalf("floor %+v", f)
+	}
+	if _, err := FloorOf(c, []string{filepath.Join(root, "missing.jpg")}); err == nil || !strings.Contains(err.Error(), "missing.jpg") {
+		t.Fatalf("floor of a missing file: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/stage"
 )
 
 // Files adds a source named name emitting the samples of one epoch of ds.
@@ -28,10 +29,22 @@ func Tables(g *flow.Graph, name string, ds *source.Tables, opts source.Options, 
 // Iter adds a source named name that opens an iterator with open(opts) when
 // the graph runs and emits its elements until io.EOF. An error from the
 // iterator ends the graph with that error.
+//
+// Unless opts sets them, the iterator is charged to the graph's byte budget and
+// its reads pass through the graph's gate: a reader that reads ahead asks the
+// gate before each read, so reads stop when the gate closes (Full), not only
+// emissions. The element is then emitted with a permit of its own, taken after
+// the read: the source never waits on the gate while the reader needs a permit
+// for the read it waits for.
 func Iter[T any](g *flow.Graph, name string, open func(source.Options) (source.Iterator[T], error), opts source.Options, nodeOpts ...flow.NodeOption) flow.Stream[T] {
 	if opts.Budget == nil {
 		if b := g.Budget(); b != nil {
 			opts.Budget = b
+		}
+	}
+	if opts.Gate == nil {
+		if gt := g.Gate(); gt != nil {
+			opts.Gate = gt
 		}
 	}
 	return flow.Source(g, name, func(ctx context.Context, out *flow.Emitter[T]) (err error) {
@@ -45,16 +58,17 @@ func Iter[T any](g *flow.Graph, name string, open func(source.Options) (source.I
 			}
 		}()
 		for {
-			if err := out.Reserve(ctx, 0); err != nil {
-				return err
-			}
 			v, err := it.Next(ctx)
 			if errors.Is(err, io.EOF) {
-				out.Cancel()
 				return nil
 			}
 			if err != nil {
-				out.Cancel()
+				return err
+			}
+			// Reserve nothing: the iterator charged the bytes (opts.Budget); the
+			// permit is the emission's own.
+			if err := out.Reserve(ctx, 0); err != nil {
+				stage.ReleaseValue(v)
 				return err
 			}
 			if err := out.Emit(ctx, v); err != nil {

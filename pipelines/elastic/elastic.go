@@ -1,0 +1,466 @@
+package elastic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/pressure"
+	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/source/umabuf"
+	"github.com/psiflow/psiflow/uma"
+)
+
+// Mode says how a loader treats its memory.
+type Mode string
+
+const (
+	// Elastic: the budget follows the headroom, read buffers are sized to the reads
+	// in flight, and the shed actions give memory back under pressure.
+	Elastic Mode = "elastic"
+	// Fixed: a 64 MiB registered read pool, a budget of a quarter of the memory limit
+	// (or the one given), no headroom and no shedding: psiflow before issue 9.
+	Fixed Mode = "fixed"
+)
+
+// ParseMode parses "elastic" or "fixed".
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case Elastic, Fixed:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("memory mode %q: want elastic or fixed", s)
+}
+
+// FixedReadPool is the registered read pool of [Fixed] mode.
+const FixedReadPool = 64 << 20
+
+// WorkerSlack is how many elements beyond the decode workers a [Workers] limiter
+// admits at Normal, so that a worker finds its next element queued; under pressure
+// the slack goes and the limit is the number of workers allowed to decode.
+const WorkerSlack = 2
+
+// goHeapBase is the Go heap allowed beside the budget in Elastic mode.
+const goHeapBase = 32 << 20
+
+// Config configures a [Runtime].
+type Config struct {
+	// Mode is Elastic (the default) or Fixed.
+	Mode Mode
+	// Pressure gates the sources on the cgroup's memory pressure (a throttle).
+	Pressure bool
+	// Floor is the loader's smallest working set that still makes progress, and
+	// BudgetFloor the part of it in the byte budget (Elastic; see
+	// [pressure.HeadroomConfig]). Required in Elastic mode.
+	Floor, BudgetFloor int64
+	// MaxBudget is the largest byte budget (Elastic, required), or the budget
+	// (Fixed; 0: a quarter of the memory limit).
+	MaxBudget int64
+	// Workers is the number of decode workers at Normal (at least 1).
+	Workers int
+	// ReadRegistered is the size of the read pool registered with the rings:
+	// default BudgetFloor in Elastic mode, FixedReadPool in Fixed mode; negative
+	// turns UMA read buffers off (package source's own pool).
+	ReadRegistered int64
+	// Registerer receives the psiflow_shed_action_*, psiflow_elastic_*,
+	// psiflow_uma_* and (with Pressure) psiflow_pressure_* metrics.
+	Registerer prometheus.Registerer
+	// Info receives one line per choice at start and per floor crossing.
+	Info func(string)
+	// Throttle configures the gate (Pressure); its Registerer, OnLevel and
+	// OnShedError are set by New.
+	Throttle throttle.Config
+	// Headroom's Read, Reserve, Lookahead and Interval are used in Elastic mode;
+	// Floor, BudgetFloor and Max come from the fields above.
+	Headroom pressure.HeadroomConfig
+	// KeepGoMemoryLimit leaves debug.SetMemoryLimit alone (Elastic sets it from the
+	// budget otherwise and restores it on Close).
+	KeepGoMemoryLimit bool
+}
+
+// Validate names the first field that cannot work.
+func (c Config) Validate() error {
+	switch c.Mode {
+	case "", Elastic:
+		if c.Floor <= 0 || c.BudgetFloor <= 0 || c.BudgetFloor > c.Floor {
+			return fmt.Errorf("elastic: floor %d and budget floor %d bytes: need 0 < budget floor ≤ floor", c.Floor, c.BudgetFloor)
+		}
+		if c.MaxBudget < c.BudgetFloor {
+			return fmt.Errorf("elastic: max budget %d bytes is below the budget floor %d", c.MaxBudget, c.BudgetFloor)
+		}
+	case Fixed:
+		if c.MaxBudget < 0 {
+			return fmt.Errorf("elastic: budget %d bytes: must be 0 (a quarter of the limit) or more", c.MaxBudget)
+		}
+	default:
+		return fmt.Errorf("elastic: memory mode %q: want elastic or fixed", c.Mode)
+	}
+	if c.Workers < 1 {
+		return fmt.Errorf("elastic: workers %d: must be at least 1", c.Workers)
+	}
+	return nil
+}
+
+// Runtime is a loader's memory runtime: its byte budget, read buffers, decode
+// worker limit, pressure gate and shed actions. Build the graphs of a run with
+// [Runtime.Options], run each with [Runtime.Run], call [Runtime.NextEpoch] between
+// them and Close at the end.
+type Runtime struct {
+	cfg     Config
+	budget  *flow.Budget
+	th      *throttle.Throttle
+	head    *pressure.Headroom
+	u       *uma.UMA
+	bufs    source.BufferProvider
+	rb      *ReadBuffers
+	fixed   *uma.Pool
+	workers *Workers
+	m       *metrics
+
+	level    atomic.Int32
+	headGoal atomic.Int64 // the budget the headroom asks for
+	applyMu  sync.Mutex
+	prevGo   int64
+	setGo    bool
+	closed   bool
+}
+
+// New builds the runtime. On error nothing is left open.
+func New(cfg Config) (_ *Runtime, err error) {
+	if cfg.Mode == "" {
+		cfg.Mode = Elastic
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{cfg: cfg, m: m}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, r.Close())
+		}
+	}()
+	if r.workers, err = NewWorkers(cfg.Workers + WorkerSlack); err != nil {
+		return nil, err
+	}
+	m.workers.Set(float64(cfg.Workers))
+
+	budget := cfg.MaxBudget
+	if cfg.Mode == Fixed && budget == 0 {
+		b, src, err := pressure.DefaultByteBudget(0)
+		if err != nil {
+			return nil, fmt.Errorf("elastic: %w", err)
+		}
+		budget = b
+		r.info("budget: %s in flight, a quarter of the memory limit (%s)", pressure.MiB(b), src)
+	}
+	r.budget = flow.NewBudget(budget)
+	r.headGoal.Store(budget)
+	m.budget.Set(float64(budget))
+
+	if err := r.openBuffers(); err != nil {
+		return nil, err
+	}
+	if cfg.Mode == Elastic {
+		hc := cfg.Headroom
+		hc.Floor, hc.BudgetFloor, hc.Max = cfg.Floor, cfg.BudgetFloor, cfg.MaxBudget
+		if r.head, err = pressure.NewHeadroom(hc); err != nil {
+			return nil, fmt.Errorf("elastic: %w", err)
+		}
+		r.info("budget: follows the cgroup's headroom between its floor %s and %s (loader floor %s)",
+			pressure.MiB(cfg.BudgetFloor), pressure.MiB(cfg.MaxBudget), pressure.MiB(cfg.Floor))
+	}
+	if cfg.Pressure {
+		tc := cfg.Throttle
+		tc.Registerer = cfg.Registerer
+		if cfg.Mode == Elastic {
+			tc.OnLevel = r.onLevel
+		}
+		if r.th, err = throttle.New(tc); err != nil {
+			return nil, fmt.Errorf("elastic: %w", err)
+		}
+		if cfg.Mode == Elastic {
+			r.th.OnShed(ActionUMAIdle, r.shedUMA)
+			r.th.OnShed(ActionGoHeap, r.shedHeap)
+		}
+	}
+	if r.head != nil {
+		// A first sample now: the first graph starts with the right budget.
+		if rep, err := r.head.Update(); err == nil {
+			r.applyHeadroom(rep)
+		} else {
+			r.info("headroom: %v (budget stays at %s until a sample succeeds)", err, pressure.MiB(budget))
+		}
+	}
+	return r, nil
+}
+
+func (r *Runtime) openBuffers() error {
+	size := r.cfg.ReadRegistered
+	if size < 0 {
+		return nil
+	}
+	if size == 0 {
+		size = FixedReadPool
+		if r.cfg.Mode == Elastic {
+			size = r.cfg.BudgetFloor
+		}
+	}
+	var err error
+	r.u, err = uma.New(uma.Config{ChunkSize: 256 << 10, Registerer: r.cfg.Registerer})
+	if err != nil {
+		r.info("read buffers: package source's own pool (no UMA here: %v)", err)
+		r.u = nil
+		return nil
+	}
+	if r.cfg.Mode == Fixed {
+		if r.fixed, err = r.u.NewPool("read-buffers", size, uma.ArenaOptions{Registered: true}); err != nil {
+			return fmt.Errorf("elastic: read pool: %w", err)
+		}
+		if r.bufs, err = umabuf.New(r.fixed); err != nil {
+			return fmt.Errorf("elastic: %w", err)
+		}
+		r.m.reg.Set(float64(size))
+		r.info("read buffers: a %s UMA pool registered with the rings (fixed)", pressure.MiB(size))
+		return nil
+	}
+	spill := r.cfg.MaxBudget + max(4<<20, r.cfg.MaxBudget/8)
+	if r.rb, err = newReadBuffers(r.u, min(size, r.cfg.MaxBudget), spill); err != nil {
+		return err
+	}
+	r.bufs = r.rb
+	r.m.reg.Set(float64(r.rb.Registered()))
+	r.info("read buffers: %s registered with the rings (the reads in flight), overflow and pressure into an unregistered pool given back under pressure",
+		pressure.MiB(r.rb.Registered()))
+	return nil
+}
+
+func (r *Runtime) info(format string, args ...any) {
+	if r.cfg.Info != nil {
+		r.cfg.Info(fmt.Sprintf(format, args...))
+	}
+}
+
+// Mode returns the runtime's mode.
+func (r *Runtime) Mode() Mode { return r.cfg.Mode }
+
+// Budget returns the byte budget shared by the runtime's graphs.
+func (r *Runtime) Budget() *flow.Budget { return r.budget }
+
+// Buffers returns the read-buffer provider for the sources (nil: package source's own).
+func (r *Runtime) Buffers() source.BufferProvider { return r.bufs }
+
+// ReadBuffers returns the elastic read buffers (nil in Fixed mode or without UMA).
+func (r *Runtime) ReadBuffers() *ReadBuffers { return r.rb }
+
+// Workers returns the decode-worker limiter (Workers + [WorkerSlack] at Normal); put
+// [Narrow] before the decode stage.
+func (r *Runtime) Workers() *Workers { return r.workers }
+
+// Throttle returns the pressure gate's throttle (nil without Pressure).
+func (r *Runtime) Throttle() *throttle.Throttle { return r.th }
+
+// Headroom returns the headroom (nil in Fixed mode).
+func (r *Runtime) Headroom() *pressure.Headroom { return r.head }
+
+// UMA returns the runtime's UMA (nil without UMA read buffers).
+func (r *Runtime) UMA() *uma.UMA { return r.u }
+
+// Options returns the graph options: the shared budget and, with Pressure, the gate.
+func (r *Runtime) Options() []flow.Option {
+	opts := []flow.Option{flow.WithSharedBudget(r.budget)}
+	if r.th != nil {
+		opts = append(opts, r.th.Option())
+	}
+	return opts
+}
+
+// Run runs g (built with [Runtime.Options]) under the pressure monitor (with
+// Pressure) while the headroom is sampled (Elastic). It returns g's error once
+// everything it started has stopped.
+func (r *Runtime) Run(ctx context.Context, g *flow.Graph) error {
+	var wg sync.WaitGroup
+	hctx, stop := context.WithCancel(ctx)
+	if r.head != nil {
+		var once sync.Once
+		wg.Go(func() {
+			_ = r.head.Run(hctx, r.applyHeadroom, func(err error) {
+				once.Do(func() { r.info("headroom: %v (budget kept; further errors not shown)", err) })
+			})
+		})
+	}
+	var err error
+	if r.th != nil {
+		err = r.th.Run(ctx, g)
+	} else {
+		err = g.Run(ctx)
+	}
+	stop()
+	wg.Wait()
+	return err
+}
+
+// NextEpoch resizes the registered read pool between two graphs (see
+// [ReadBuffers.NextEpoch]); call it after one graph's Run returned and before the
+// next graph is built.
+func (r *Runtime) NextEpoch() error {
+	if r.rb == nil {
+		return nil
+	}
+	d, err := r.rb.NextEpoch()
+	if err != nil {
+		return err
+	}
+	if d > 0 {
+		r.m.ran(ActionReadBuffers, d)
+		r.info("read buffers: %s registered after pressure (%s unregistered)", pressure.MiB(r.rb.Registered()), pressure.MiB(d))
+	}
+	r.m.reg.Set(float64(r.rb.Registered()))
+	return nil
+}
+
+// Level returns the pressure level last reported by the monitor.
+func (r *Runtime) Level() pressure.Level { return pressure.Level(r.level.Load()) }
+
+// applyHeadroom follows one headroom report.
+func (r *Runtime) applyHeadroom(rep pressure.HeadroomReport) {
+	r.headGoal.Store(rep.Budget)
+	r.m.allow.Set(float64(rep.Allowance))
+	if rep.BelowFloor {
+		r.m.below.Set(1)
+	} else {
+		r.m.below.Set(0)
+	}
+	if msg := rep.Message(r.cfg.Floor); msg != "" {
+		r.info("%s", msg)
+	}
+	r.applyBudget()
+}
+
+// applyBudget sets the budget from the headroom's goal and the level: the floor at
+// Full and Critical.
+func (r *Runtime) applyBudget() {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	if r.closed {
+		return
+	}
+	goal := r.headGoal.Load()
+	if r.Level() >= pressure.LevelFull {
+		goal = r.cfg.BudgetFloor
+	}
+	before := r.budget.Limit()
+	if goal != before {
+		_ = r.budget.SetLimit(goal) // goal > 0: the floors are validated positive
+		r.m.budget.Set(float64(goal))
+		if goal < before && r.Level() >= pressure.LevelFull {
+			r.m.ran(ActionBudget, before-goal)
+		}
+	}
+	if r.cfg.Mode == Elastic && !r.cfg.KeepGoMemoryLimit {
+		lim := goHeapBase + goal
+		prev := debug.SetMemoryLimit(lim)
+		if !r.setGo {
+			r.prevGo, r.setGo = prev, true
+		}
+		r.m.goLimit.Set(float64(lim))
+	}
+}
+
+// onLevel runs the level-driven actions (from the monitor goroutine).
+func (r *Runtime) onLevel(from, to pressure.Level, _ time.Time) {
+	r.level.Store(int32(to))
+	n, decoding := r.workers.Max(), r.cfg.Workers
+	switch {
+	case to >= pressure.LevelFull:
+		n, decoding = 1, 1
+	case to == pressure.LevelSome:
+		decoding = (r.cfg.Workers + 1) / 2
+		n = decoding
+	}
+	if n < r.workers.Limit() {
+		r.m.ran(ActionDecodeWorkers, 0)
+	}
+	r.workers.SetLimit(n)
+	r.m.workers.Set(float64(decoding))
+	if r.rb != nil {
+		on := to >= pressure.LevelSome
+		if on && from == pressure.LevelNormal {
+			r.m.ran(ActionReadBuffers, 0)
+		}
+		r.rb.SetPressure(on)
+	}
+	r.applyBudget()
+}
+
+// shedUMA gives idle UMA chunks back at once (Critical).
+func (r *Runtime) shedUMA(context.Context) error {
+	if r.rb == nil {
+		r.m.ran(ActionUMAIdle, 0)
+		return nil
+	}
+	n, err := r.rb.ReleaseSpill()
+	r.m.ran(ActionUMAIdle, n)
+	return err
+}
+
+// shedHeap returns the Go heap's free memory to the kernel (Critical).
+func (r *Runtime) shedHeap(context.Context) error {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	debug.FreeOSMemory()
+	runtime.ReadMemStats(&after)
+	freed := int64(after.HeapReleased) - int64(before.HeapReleased)
+	r.m.ran(ActionGoHeap, max(0, freed))
+	return nil
+}
+
+// ShedRuns returns how often each action ran, by name (for reports and tests).
+func (r *Runtime) ShedRuns() map[string]float64 {
+	out := map[string]float64{}
+	for _, a := range Actions {
+		out[a] = float64(r.m.count[a].Load())
+	}
+	return out
+}
+
+// Close restores the Go memory limit, closes the read buffers and UMA, and
+// unregisters the metrics. It fails if a read buffer is still leased.
+func (r *Runtime) Close() error {
+	r.applyMu.Lock()
+	r.closed = true
+	if r.setGo {
+		debug.SetMemoryLimit(r.prevGo)
+		r.setGo = false
+	}
+	r.applyMu.Unlock()
+	var errs []error
+	if r.rb != nil {
+		errs = append(errs, r.rb.Close())
+		r.rb = nil
+	}
+	if r.fixed != nil {
+		errs = append(errs, r.fixed.Close())
+		r.fixed = nil
+	}
+	if r.u != nil {
+		errs = append(errs, r.u.Close())
+		r.u = nil
+	}
+	if r.m != nil {
+		r.m.unregister()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,297 @@
+package elastic
+
+import (
+	"context"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/pressure"
+	"github.com/psiflow/psiflow/stage"
+	"github.com/psiflow/psiflow/uma"
+)
+
+const mib = 1 << 20
+
+func TestWorkersNarrowBoundsConcurrency(t *testing.T) {
+	w, err := NewWorkers(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetLimit(2)
+	var cur, peak atomic.Int64
+	g := flow.New("narrow")
+	src := flow.FromSlice(g, "src", make([]int, 200))
+	held := flow.Via(src, Narrow[int]("narrow", w))
+	work := flow.Via(held, stage.ParMap("work", 4, func(ctx context.Context, h *Held[int]) (int, error) {
+		n := cur.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(200 * time.Microsecond)
+		cur.Add(-1)
+		h.Release()
+		return 0, nil
+	}))
+	flow.Sink(work, "sink", func(context.Context, int) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := g.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := peak.Load(); p > 2 || p < 1 {
+		t.Fatalf("peak concurrency %d with a limit of 2 (4 workers)", p)
+	}
+	if w.InUse() != 0 {
+		t.Fatalf("%d slots still held", w.InUse())
+	}
+	if _, err := NewWorkers(0); err == nil {
+		t.Fatal("NewWorkers(0) accepted")
+	}
+}
+
+func TestWorkersEnterWaitsAndWakes(t *testing.T) {
+	w, _ := NewWorkers(2)
+	w.SetLimit(1)
+	ctx := context.Background()
+	if err := w.Enter(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- w.Enter(ctx) }()
+	select {
+	case err := <-got:
+		t.Fatalf("second Enter passed a limit of 1: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	w.SetLimit(2) // restore: the waiter enters
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := w.Enter(cctx); err == nil {
+		t.Fatal("Enter above the limit with a cancelled context succeeded")
+	}
+	w.Leave()
+	w.Leave()
+	if w.SetLimit(99); w.Limit() != 2 {
+		t.Fatalf("limit %d, want it kept at the max 2", w.Limit())
+	}
+}
+
+func newTestUMA(t *testing.T) *uma.UMA {
+	t.Helper()
+	u, err := uma.New(uma.Config{ChunkSize: 256 << 10, MemoryLimit: func() (int64, string, error) { return 1 << 30, "test", nil }})
+	if err != nil {
+		t.Skipf("no UMA here: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := u.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return u
+}
+
+func TestReadBuffersSpillAndShrink(t *testing.T) {
+	u := newTestUMA(t)
+	rb, err := newReadBuffers(u, 2*mib, 8*mib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	regions := rb.Regions()
+	if len(regions) != 1 || len(regions[0]) != 2*mib {
+		t.Fatalf("regions %d, want one of 2 MiB", len(regions))
+	}
+	inside := func(b []byte) bool {
+		r := regions[0]
+		return &b[0] == &r[0] || (uintptrOf(b) >= uintptrOf(r) && uintptrOf(b) < uintptrOf(r)+uintptr(len(r)))
+	}
+	ctx := context.Background()
+	a, err := rb.Alloc(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Bytes()) != 1000 || !inside(a.Bytes()) {
+		t.Fatal("first buffer not from the registered pool")
+	}
+	big, err := rb.Alloc(ctx, 3*mib) // larger than the registered pool: spill
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inside(big.Bytes()) || rb.Spilled() != 1 {
+		t.Fatalf("a 3 MiB buffer came from the 2 MiB registered pool (spilled %d)", rb.Spilled())
+	}
+	rb.SetPressure(true)
+	p, err := rb.Alloc(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inside(p.Bytes()) {
+		t.Fatal("under pressure a buffer came from the registered pool")
+	}
+	big.Release()
+	p.Release()
+	if n, err := rb.ReleaseSpill(); err != nil || n < 3*mib {
+		t.Fatalf("ReleaseSpill = %d, %v; want at least 3 MiB back", n, err)
+	}
+	if _, err := rb.NextEpoch(); err == nil {
+		t.Fatal("NextEpoch with a registered buffer still leased succeeded")
+	}
+	a.Release()
+	rb.SetPressure(false)
+	// The failed attempt above closed nothing; the pressure of this epoch halves the pool.
+	rb.pressed.Store(true)
+	if d, err := rb.NextEpoch(); err != nil || d != 1*mib || rb.Registered() != 1*mib {
+		t.Fatalf("NextEpoch after pressure = %d, %v (registered %d); want 1 MiB unregistered", d, err, rb.Registered())
+	}
+	if d, err := rb.NextEpoch(); err != nil || d != -1*mib || rb.Registered() != 2*mib {
+		t.Fatalf("NextEpoch without pressure = %d, %v (registered %d); want back to 2 MiB", d, err, rb.Registered())
+	}
+}
+
+// fakeMemory is a headroom reader whose co-tenant the test moves.
+type fakeMemory struct {
+	mu     sync.Mutex
+	others int64
+	at     time.Time
+}
+
+func (f *fakeMemory) set(others int64) {
+	f.mu.Lock()
+	f.others = others
+	f.mu.Unlock()
+}
+
+func (f *fakeMemory) read() (pressure.MemorySample, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at = f.at.Add(10 * time.Second) // steady: no projected growth between the test's steps
+	return pressure.MemorySample{At: f.at, Limit: 256 * mib, Limited: true, Unreclaimable: f.others + 20*mib, Self: 20 * mib}, nil
+}
+
+func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
+	mem := &fakeMemory{at: time.Unix(1000, 0)}
+	reg := prometheus.NewRegistry()
+	var mu sync.Mutex
+	var infos []string
+	before := debug.SetMemoryLimit(-1)
+	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 4,
+		Registerer: reg, Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib},
+		Info: func(s string) { mu.Lock(); infos = append(infos, s); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Budget().Limit() != 64*mib {
+		t.Fatalf("alone: budget %d, want the max", rt.Budget().Limit())
+	}
+	if got := debug.SetMemoryLimit(-1); got != goHeapBase+64*mib {
+		t.Fatalf("Go memory limit %d, want %d (base + budget)", got, goHeapBase+64*mib)
+	}
+	// A co-tenant at 200 MiB: allowance 256-200-16 = 40 = floor: budget 40-24 = 16.
+	mem.set(210 * mib)
+	rep, err := rt.Headroom().Update()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.applyHeadroom(rep)
+	if rt.Budget().Limit() != 16*mib {
+		t.Fatalf("co-tenant at 210 MiB: budget %s, want the budget floor 16 MiB", pressure.MiB(rt.Budget().Limit()))
+	}
+	mu.Lock()
+	n := 0
+	for _, s := range infos {
+		if strings.Contains(s, "below its floor of 40.0 MiB: running at its floor") {
+			n++
+		}
+	}
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("floor announced %d times, want once: %q", n, infos)
+	}
+	if v := testutil.ToFloat64(rt.m.below); v != 1 {
+		t.Fatalf("psiflow_elastic_below_floor = %v", v)
+	}
+	// Back to a small co-tenant, then Full: budget at its floor, workers at 1.
+	mem.set(10 * mib)
+	rep, _ = rt.Headroom().Update()
+	rt.applyHeadroom(rep)
+	if rt.Budget().Limit() != 64*mib {
+		t.Fatalf("after the co-tenant left: budget %s", pressure.MiB(rt.Budget().Limit()))
+	}
+	rt.onLevel(pressure.LevelNormal, pressure.LevelSome, time.Now())
+	if rt.Workers().Limit() != 2 || !rt.ReadBuffers().spilling.Load() {
+		t.Fatalf("at Some: workers %d (want 2), spilling %v", rt.Workers().Limit(), rt.ReadBuffers().spilling.Load())
+	}
+	rt.onLevel(pressure.LevelSome, pressure.LevelFull, time.Now())
+	if rt.Workers().Limit() != 1 || rt.Budget().Limit() != 16*mib {
+		t.Fatalf("at Full: workers %d budget %s; want 1 and the floor", rt.Workers().Limit(), pressure.MiB(rt.Budget().Limit()))
+	}
+	rt.onLevel(pressure.LevelFull, pressure.LevelNormal, time.Now())
+	if rt.Workers().Limit() != 4+WorkerSlack || rt.Budget().Limit() != 64*mib || rt.ReadBuffers().spilling.Load() {
+		t.Fatal("at Normal again: workers, budget or read buffers not restored")
+	}
+	runs := rt.ShedRuns()
+	if runs[ActionDecodeWorkers] != 2 || runs[ActionBudget] != 1 || runs[ActionReadBuffers] != 1 {
+		t.Fatalf("shed runs %v; want decode_workers 2, budget 1, read_buffers 1", runs)
+	}
+	if v := testutil.ToFloat64(rt.m.freed.WithLabelValues(ActionBudget)); v != 48*mib {
+		t.Fatalf("budget action freed %v bytes, want 48 MiB", v)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Fatalf("Go memory limit %d after Close, want it restored to %d", got, before)
+	}
+	if n, _ := testutil.GatherAndCount(reg); n != 0 {
+		t.Fatalf("%d metrics left registered after Close", n)
+	}
+}
+
+func TestRuntimeFixedAndValidate(t *testing.T) {
+	rt, err := New(Config{Mode: Fixed, MaxBudget: 8 * mib, Workers: 2, KeepGoMemoryLimit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Headroom() != nil || rt.ReadBuffers() != nil || rt.Throttle() != nil || rt.Budget().Limit() != 8*mib {
+		t.Fatal("fixed mode: headroom, elastic buffers or a throttle made, or the budget not the one given")
+	}
+	if rt.UMA() != nil {
+		if regions := rt.Buffers().Regions(); len(regions) != 1 || len(regions[0]) != FixedReadPool {
+			t.Fatalf("fixed mode: registered regions %d, want one of 64 MiB", len(regions))
+		}
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []Config{
+		{Mode: "big", Workers: 1},
+		{Mode: Elastic, Workers: 1, Floor: 0, BudgetFloor: 1, MaxBudget: 1},
+		{Mode: Elastic, Workers: 1, Floor: 10, BudgetFloor: 5, MaxBudget: 4},
+		{Mode: Elastic, Workers: 0, Floor: 10, BudgetFloor: 5, MaxBudget: 5},
+		{Mode: Fixed, Workers: 1, MaxBudget: -1},
+	} {
+		if _, err := New(bad); err == nil {
+			t.Errorf("New(%+v) accepted", bad)
+		}
+	}
+	if _, err := ParseMode("elastic"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseMode("Elastic"); err == nil {
+		t.Fatal(`ParseMode("Elastic") accepted`)
+	}
+}

@@ -1,0 +1,391 @@
+package pressure
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/psiflow/psiflow/cgroup"
+)
+
+// MemorySample is one reading of the memory a loader shares with the other processes
+// of its memory cgroup.
+type MemorySample struct {
+	// At is when the sample was taken.
+	At time.Time
+	// Limit is the effective hard limit in bytes (MemTotal when Limited is false).
+	Limit   int64
+	Limited bool
+	// Source names the file the limit came from.
+	Source string
+	// Unreclaimable is what the whole group holds that reclaim cannot take without
+	// swap: anonymous plus shared memory (memory.stat anon+shmem on v2, total_rss +
+	// total_shmem on v1; MemTotal − MemAvailable without a limit).
+	Unreclaimable int64
+	// Self is this process's own part of it: RssAnon + RssShmem of /proc/self/status.
+	Self int64
+}
+
+// Others returns the unreclaimable bytes held by the other processes of the group.
+func (s MemorySample) Others() int64 { return max(0, s.Unreclaimable-s.Self) }
+
+// HeadroomConfig configures a [Headroom]. Floor and Max are required.
+type HeadroomConfig struct {
+	// Read takes a sample; nil reads the calling process's cgroup ([CgroupMemory]).
+	Read func() (MemorySample, error)
+	// Floor is the loader's smallest working set that still makes progress (encoded
+	// files of one batch, one batch of output tensors, decode scratch per worker).
+	Floor int64
+	// BudgetFloor is the part of Floor that is the graph's byte budget (bytes in
+	// flight from read to decode); the rest of Floor is memory outside the budget.
+	// The budget never goes below it. Default: Floor/2.
+	BudgetFloor int64
+	// Max is the largest budget (bytes in flight) the loader asks for.
+	Max int64
+	// Reserve is kept free for the others' bursts and the kernel: default
+	// max(8 MiB, limit/16).
+	Reserve int64
+	// Lookahead projects the others' growth this far ahead (default 1s): a co-tenant
+	// that grows at r bytes/s is counted at others + r × Lookahead.
+	Lookahead time.Duration
+	// Interval is the time between samples in [Headroom.Run] (default 200ms, at
+	// least 100ms).
+	Interval time.Duration
+}
+
+func (c *HeadroomConfig) fill() {
+	if c.BudgetFloor == 0 {
+		c.BudgetFloor = c.Floor / 2
+	}
+	if c.Lookahead == 0 {
+		c.Lookahead = time.Second
+	}
+	if c.Interval == 0 {
+		c.Interval = 200 * time.Millisecond
+	}
+}
+
+// Validate names the first field that cannot work (after defaults).
+func (c HeadroomConfig) Validate() error {
+	c.fill()
+	switch {
+	case c.Floor <= 0:
+		return fmt.Errorf("headroom: floor %d bytes: must be positive", c.Floor)
+	case c.BudgetFloor <= 0 || c.BudgetFloor > c.Floor:
+		return fmt.Errorf("headroom: budget floor %d bytes: must be in (0, floor %d]", c.BudgetFloor, c.Floor)
+	case c.Max < c.BudgetFloor:
+		return fmt.Errorf("headroom: max budget %d bytes is below the budget floor %d", c.Max, c.BudgetFloor)
+	case c.Reserve < 0:
+		return fmt.Errorf("headroom: reserve %d bytes: must not be negative", c.Reserve)
+	case c.Lookahead < 0:
+		return fmt.Errorf("headroom: lookahead %s: must not be negative", c.Lookahead)
+	case c.Interval < 100*time.Millisecond:
+		return fmt.Errorf("headroom: interval %s: must be at least 100ms", c.Interval)
+	}
+	return nil
+}
+
+// HeadroomReport is what one sample says about the loader's memory.
+type HeadroomReport struct {
+	MemorySample
+	// Growth is the others' smoothed growth in bytes per second (negative: shrinking).
+	Growth float64
+	// Allowance is what the loader may hold in all: limit − (others + projected
+	// growth) − reserve. It can be negative.
+	Allowance int64
+	// Budget is the byte budget that follows: Allowance minus the floor's part outside
+	// the budget, kept within [BudgetFloor, Max].
+	Budget int64
+	// BelowFloor reports that Allowance is smaller than Floor: the loader runs at its
+	// floor.
+	BelowFloor bool
+	// Changed reports that BelowFloor differs from the previous report (the first
+	// report counts as changed only when it is below the floor).
+	Changed bool
+}
+
+// Message is the one line to show when a report crosses the floor, or "".
+func (r HeadroomReport) Message(floor int64) string {
+	if !r.Changed {
+		return ""
+	}
+	if r.BelowFloor {
+		return fmt.Sprintf("the cgroup leaves the loader %s (limit %s, others hold %s), below its floor of %s: running at its floor",
+			MiB(r.Allowance), MiB(r.Limit), MiB(r.Others()), MiB(floor))
+	}
+	return fmt.Sprintf("the cgroup leaves the loader %s again, above its floor of %s: budget back to %s",
+		MiB(r.Allowance), MiB(floor), MiB(r.Budget))
+}
+
+// MiB formats a byte count in MiB with one decimal ("-3.0 MiB" for a deficit).
+func MiB(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB" }
+
+// Headroom turns memory samples into a byte budget that follows what the others of
+// the cgroup leave free. Safe for concurrent use.
+type Headroom struct {
+	cfg HeadroomConfig
+
+	mu     sync.Mutex
+	prev   MemorySample
+	growth float64
+	below  bool
+	last   HeadroomReport
+	seen   bool
+}
+
+// NewHeadroom checks cfg and returns a headroom without samples.
+func NewHeadroom(cfg HeadroomConfig) (*Headroom, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.fill()
+	if cfg.Read == nil {
+		tree, err := cgroup.DefaultTree()
+		if err != nil {
+			return nil, fmt.Errorf("headroom: %w", err)
+		}
+		if cfg.Read, err = CgroupMemory(tree, "/proc"); err != nil {
+			return nil, err
+		}
+	}
+	return &Headroom{cfg: cfg}, nil
+}
+
+// Config returns the configuration with defaults applied.
+func (h *Headroom) Config() HeadroomConfig { return h.cfg }
+
+// Last returns the latest report (zero before the first sample).
+func (h *Headroom) Last() HeadroomReport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
+// Update takes a sample and returns its report.
+func (h *Headroom) Update() (HeadroomReport, error) {
+	s, err := h.cfg.Read()
+	if err != nil {
+		return HeadroomReport{}, fmt.Errorf("headroom: %w", err)
+	}
+	return h.Observe(s), nil
+}
+
+// Observe computes the report of sample s (taken after the previous one).
+func (h *Headroom) Observe(s MemorySample) HeadroomReport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	others := s.Others()
+	if h.seen {
+		if dt := s.At.Sub(h.prev.At).Seconds(); dt > 0 {
+			rate := float64(others-h.prev.Others()) / dt
+			h.growth = 0.5*h.growth + 0.5*rate // smooth one noisy step, follow a ramp
+		}
+	}
+	reserve := h.cfg.Reserve
+	if reserve == 0 {
+		reserve = max(8<<20, s.Limit/16)
+	}
+	projected := float64(others) + max(0, h.growth)*h.cfg.Lookahead.Seconds()
+	allowance := s.Limit - int64(math.Min(projected, math.MaxInt64/2)) - reserve
+	outside := h.cfg.Floor - h.cfg.BudgetFloor
+	budget := min(max(allowance-outside, h.cfg.BudgetFloor), h.cfg.Max)
+	below := allowance < h.cfg.Floor
+	r := HeadroomReport{MemorySample: s, Growth: h.growth, Allowance: allowance, Budget: budget,
+		BelowFloor: below, Changed: below != h.below}
+	h.below, h.prev, h.seen, h.last = below, s, true, r
+	return r
+}
+
+// Run samples every Interval until ctx ends, calling apply with each report from
+// this goroutine; it returns nil when ctx ends. A failing sample is passed to
+// onErr (when set) and skipped: a missing file for one sample must not stop a loader.
+func (h *Headroom) Run(ctx context.Context, apply func(HeadroomReport), onErr func(error)) error {
+	t := time.NewTicker(h.cfg.Interval)
+	defer t.Stop()
+	for {
+		if r, err := h.Update(); err != nil {
+			if onErr != nil {
+				onErr(err)
+			}
+		} else {
+			apply(r)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// CgroupMemory returns a reader of the memory the calling process shares, in tree:
+// the group among its memory cgroup and ancestors with the smallest hard limit is
+// found once; each call reads that group's limit and memory.stat and proc's
+// self/status. proc is the /proc mount ("/proc" unless testing).
+func CgroupMemory(tree *cgroup.Tree, proc string) (func() (MemorySample, error), error) {
+	g, err := tree.Self()
+	if err != nil {
+		return nil, fmt.Errorf("headroom: %w", err)
+	}
+	var dir, mount, limitFile string
+	v2 := false
+	if d, err := g.V1Dir("memory"); err == nil {
+		dir, mount, limitFile = d, tree.V1Root("memory"), "memory.limit_in_bytes"
+	} else if g.V2Dir() != "" {
+		dir, mount, limitFile, v2 = g.V2Dir(), tree.V2Root(), "memory.max", true
+	}
+	best, bestLimit := "", int64(math.MaxInt64)
+	for dir != "" {
+		if v, limited, err := readLimit(filepath.Join(dir, limitFile)); err == nil && limited && v < bestLimit {
+			best, bestLimit = dir, v
+		}
+		if dir == mount || !strings.HasPrefix(dir, mount) {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	status := filepath.Join(proc, "self", "status")
+	meminfo := filepath.Join(proc, "meminfo")
+	return func() (MemorySample, error) {
+		s := MemorySample{At: time.Now()}
+		var err error
+		if s.Self, err = readStatusRss(status); err != nil {
+			return s, err
+		}
+		if best == "" {
+			total, avail, err := readMeminfo(meminfo)
+			if err != nil {
+				return s, err
+			}
+			s.Limit, s.Source, s.Unreclaimable = total, meminfo+" MemTotal", total-avail
+			return s, nil
+		}
+		p := filepath.Join(best, limitFile)
+		v, limited, err := readLimit(p)
+		if err != nil {
+			return s, err
+		}
+		if !limited { // the limit was lifted since: MemTotal bounds it
+			total, _, err := readMeminfo(meminfo)
+			if err != nil {
+				return s, err
+			}
+			v = total
+		}
+		s.Limit, s.Limited, s.Source = v, limited, p
+		st, err := readKeyed(filepath.Join(best, "memory.stat"))
+		if err != nil {
+			return s, err
+		}
+		if v2 {
+			s.Unreclaimable = int64(st["anon"] + st["shmem"])
+		} else if _, ok := st["total_rss"]; ok {
+			s.Unreclaimable = int64(st["total_rss"] + st["total_shmem"])
+		} else {
+			s.Unreclaimable = int64(st["rss"] + st["shmem"])
+		}
+		return s, nil
+	}, nil
+}
+
+// readLimit reads a memory.max or memory.limit_in_bytes file.
+func readLimit(path string) (int64, bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return 0, false, nil
+	}
+	u, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: %q is not a limit", path, s)
+	}
+	if u >= 1<<62 { // v1's "unlimited" (PAGE_COUNTER_MAX in bytes)
+		return 0, false, nil
+	}
+	return int64(u), true, nil
+}
+
+// readKeyed reads a "key value" file such as memory.stat.
+func readKeyed(path string) (map[string]uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %q is not a number", path, k, v)
+		}
+		out[k] = n
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// readStatusRss returns RssAnon + RssShmem of a /proc/<pid>/status file, in bytes.
+func readStatusRss(path string) (int64, error) {
+	kb, err := readKB(path, "RssAnon:", "RssShmem:")
+	if err != nil {
+		return 0, err
+	}
+	return (kb[0] + kb[1]) << 10, nil
+}
+
+// readMeminfo returns MemTotal and MemAvailable of /proc/meminfo, in bytes.
+func readMeminfo(path string) (total, avail int64, err error) {
+	kb, err := readKB(path, "MemTotal:", "MemAvailable:")
+	if err != nil {
+		return 0, 0, err
+	}
+	return kb[0] << 10, kb[1] << 10, nil
+}
+
+// readKB reads the "Key: N kB" lines named by keys, in order; each must be present.
+func readKB(path string, keys ...string) ([]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(keys))
+	found := make([]bool, len(keys))
+	for line := range strings.Lines(string(b)) {
+		for i, k := range keys {
+			if rest, ok := strings.CutPrefix(line, k); ok {
+				f := strings.Fields(rest)
+				if len(f) == 0 {
+					return nil, fmt.Errorf("%s: %s has no value", path, k)
+				}
+				v, err := strconv.ParseInt(f[0], 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s %q is not a number", path, k, f[0])
+				}
+				out[i], found[i] = v, true
+			}
+		}
+	}
+	for i, ok := range found {
+		if !ok {
+			return nil, fmt.Errorf("%s: no %s line", path, keys[i])
+		}
+	}
+	return out, nil
+}

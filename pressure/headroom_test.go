@@ -1,0 +1,224 @@
+package pressure
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/psiflow/psiflow/cgroup"
+)
+
+// hMiB is a mebibyte.
+const hMiB = 1 << 20
+
+func newTestHeadroom(t *testing.T, cfg HeadroomConfig) *Headroom {
+	t.Helper()
+	if cfg.Read == nil {
+		cfg.Read = func() (MemorySample, error) { return MemorySample{}, nil }
+	}
+	h, err := NewHeadroom(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestHeadroomBudgetFollowsOthers(t *testing.T) {
+	h := newTestHeadroom(t, HeadroomConfig{Floor: 40 * hMiB, BudgetFloor: 16 * hMiB, Max: 64 * hMiB, Reserve: 16 * hMiB, Lookahead: time.Second})
+	t0 := time.Unix(1000, 0)
+	// Alone: 256 MiB limit, the loader holds 30 MiB of its own.
+	r := h.Observe(MemorySample{At: t0, Limit: 256 * hMiB, Limited: true, Unreclaimable: 30 * hMiB, Self: 30 * hMiB})
+	if r.Allowance != 240*hMiB || r.Budget != 64*hMiB || r.BelowFloor || r.Changed {
+		t.Fatalf("alone: %+v; want allowance 240 MiB, budget at max 64 MiB, not below the floor", r)
+	}
+	// A co-tenant at 150 MiB, steady for a while: allowance 256-150-16 = 90, budget 90-24 = 66 → max 64.
+	for i := 1; i <= 20; i++ {
+		r = h.Observe(MemorySample{At: t0.Add(time.Duration(i) * time.Second), Limit: 256 * hMiB, Unreclaimable: 180 * hMiB, Self: 30 * hMiB})
+	}
+	if r.Allowance < 89*hMiB || r.Allowance > 90*hMiB {
+		t.Fatalf("steady co-tenant at 150 MiB: allowance %s, want about 90 MiB", MiB(r.Allowance))
+	}
+	// It grows to 200 MiB at 50 MiB/s: the projection counts the growth ahead.
+	r = h.Observe(MemorySample{At: t0.Add(21 * time.Second), Limit: 256 * hMiB, Unreclaimable: 230 * hMiB, Self: 30 * hMiB})
+	if r.Growth <= 0 {
+		t.Fatalf("growth %v after a 50 MiB/s step, want positive", r.Growth)
+	}
+	want := 256*hMiB - 200*hMiB - 16*hMiB - int64(r.Growth)
+	if d := r.Allowance - want; d < -hMiB || d > hMiB {
+		t.Fatalf("growing co-tenant: allowance %s, want %s (others + growth × 1s ahead)", MiB(r.Allowance), MiB(want))
+	}
+	if !r.BelowFloor || !r.Changed || r.Budget != 16*hMiB {
+		t.Fatalf("below the floor: %+v; want BelowFloor, Changed, budget at its floor 16 MiB", r)
+	}
+	if m := r.Message(40 * hMiB); !strings.Contains(m, "below its floor of 40.0 MiB: running at its floor") {
+		t.Fatalf("message %q", m)
+	}
+	// Still below: not announced again.
+	r = h.Observe(MemorySample{At: t0.Add(22 * time.Second), Limit: 256 * hMiB, Unreclaimable: 230 * hMiB, Self: 30 * hMiB})
+	if !r.BelowFloor || r.Changed || r.Message(40*hMiB) != "" {
+		t.Fatalf("second report below the floor: %+v, want no new announcement", r)
+	}
+	// The co-tenant leaves: back above the floor, announced once.
+	r = h.Observe(MemorySample{At: t0.Add(30 * time.Second), Limit: 256 * hMiB, Unreclaimable: 40 * hMiB, Self: 30 * hMiB})
+	if r.BelowFloor || !r.Changed || !strings.Contains(r.Message(40*hMiB), "again") {
+		t.Fatalf("after the co-tenant left: %+v %q", r, r.Message(40*hMiB))
+	}
+	if r.Budget != 64*hMiB {
+		t.Fatalf("budget %s after recovery, want the max", MiB(r.Budget))
+	}
+}
+
+func TestHeadroomDefaultReserveAndValidate(t *testing.T) {
+	h := newTestHeadroom(t, HeadroomConfig{Floor: 8 * hMiB, Max: 1 << 30})
+	r := h.Observe(MemorySample{At: time.Unix(1, 0), Limit: 1 << 30, Unreclaimable: 0})
+	if r.Allowance != (1<<30)-(1<<30)/16 {
+		t.Fatalf("allowance %d with the default reserve limit/16", r.Allowance)
+	}
+	for _, bad := range []HeadroomConfig{
+		{Floor: 0, Max: 1},
+		{Floor: 8, BudgetFloor: 9, Max: 10},
+		{Floor: 8, Max: 1},
+		{Floor: 8, Max: 8, Interval: 10 * time.Millisecond},
+		{Floor: 8, Max: 8, Reserve: -1},
+	} {
+		if _, err := NewHeadroom(bad); err == nil {
+			t.Errorf("NewHeadroom(%+v) accepted", bad)
+		}
+	}
+}
+
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, c := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+const statusText = "Name:\tloader\nVmRSS:\t  90000 kB\nRssAnon:\t   20480 kB\nRssFile:\t   1000 kB\nRssShmem:\t    1024 kB\n"
+
+func TestCgroupMemoryV1AndV2(t *testing.T) {
+	tests := []struct {
+		name      string
+		files     map[string]string
+		limit     int64
+		unreclaim int64
+		source    string
+	}{
+		{"v2 ancestor limit", map[string]string{
+			"cgroup.controllers":       "memory\n",
+			"job.slice/memory.max":     "268435456\n",
+			"job.slice/memory.stat":    "anon 157286400\nfile 50000000\nshmem 1048576\n",
+			"job.slice/app/memory.max": "max\n",
+			"proc/self/cgroup":         "0::/job.slice/app\n",
+			"proc/self/status":         statusText,
+			"proc/meminfo":             "MemTotal: 16777216 kB\nMemAvailable: 8000000 kB\n",
+		}, 256 * hMiB, 157286400 + 1048576, "job.slice/memory.max"},
+		{"v1 hybrid limit", map[string]string{
+			"memory/memory.limit_in_bytes":     "9223372036854771712\n",
+			"memory/app/memory.limit_in_bytes": "268435456\n",
+			"memory/app/memory.stat":           "cache 1000\nrss 5\nshmem 6\ntotal_cache 1000\ntotal_rss 104857600\ntotal_shmem 2097152\n",
+			"unified/cgroup.controllers":       "\n",
+			"proc/self/cgroup":                 "4:memory:/app\n0::/\n",
+			"proc/self/status":                 statusText,
+			"proc/meminfo":                     "MemTotal: 16777216 kB\nMemAvailable: 8000000 kB\n",
+		}, 256 * hMiB, 104857600 + 2097152, "memory/app/memory.limit_in_bytes"},
+		{"unlimited: the host", map[string]string{
+			"cgroup.controllers": "memory\n",
+			"app/memory.max":     "max\n",
+			"proc/self/cgroup":   "0::/app\n",
+			"proc/self/status":   statusText,
+			"proc/meminfo":       "MemTotal: 16777216 kB\nMemAvailable: 8000000 kB\n",
+		}, 16777216 << 10, (16777216 - 8000000) << 10, "proc/meminfo MemTotal"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := writeTree(t, tc.files)
+			tree, err := cgroup.OpenTree(root, cgroup.WithProc(filepath.Join(root, "proc")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			read, err := CgroupMemory(tree, filepath.Join(root, "proc"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Limit != tc.limit || s.Unreclaimable != tc.unreclaim || s.Self != (20480+1024)<<10 || !strings.HasSuffix(s.Source, tc.source) {
+				t.Fatalf("sample %+v; want limit %d, unreclaimable %d, self %d, source …%s", s, tc.limit, tc.unreclaim, (20480+1024)<<10, tc.source)
+			}
+		})
+	}
+}
+
+func TestCgroupMemoryBadStatNamesFile(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"cgroup.controllers": "memory\n",
+		"app/memory.max":     "268435456\n",
+		"app/memory.stat":    "anon lots\n",
+		"proc/self/cgroup":   "0::/app\n",
+		"proc/self/status":   statusText,
+		"proc/meminfo":       "MemTotal: 16777216 kB\nMemAvailable: 8000000 kB\n",
+	})
+	tree, err := cgroup.OpenTree(root, cgroup.WithProc(filepath.Join(root, "proc")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := CgroupMemory(tree, filepath.Join(root, "proc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read(); err == nil || !strings.Contains(err.Error(), "memory.stat") || !strings.Contains(err.Error(), "anon") {
+		t.Fatalf("error %v, want one naming memory.stat and the key", err)
+	}
+}
+
+func TestHeadroomRunSamplesUntilCancelled(t *testing.T) {
+	n := 0
+	h := newTestHeadroom(t, HeadroomConfig{Floor: 8 * hMiB, Max: 64 * hMiB, Interval: 100 * time.Millisecond,
+		Read: func() (MemorySample, error) {
+			n++
+			return MemorySample{At: time.Now(), Limit: 256 * hMiB}, nil
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	got := 0
+	err := h.Run(ctx, func(r HeadroomReport) {
+		got++
+		if got == 3 {
+			cancel()
+		}
+	}, nil)
+	if err != nil || got != 3 || n != 3 {
+		t.Fatalf("Run: err %v, %d reports from %d samples; want 3 and 3", err, got, n)
+	}
+}
+
+func TestHeadroomOnSelf(t *testing.T) {
+	tree, err := cgroup.DefaultTree()
+	if err != nil {
+		t.Skipf("no cgroup tree here: %v", err)
+	}
+	read, err := CgroupMemory(tree, "/proc")
+	if err != nil {
+		t.Skipf("no cgroup of this process: %v", err)
+	}
+	s, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Limit <= 0 || s.Self <= 0 || s.Unreclaimable < 0 {
+		t.Fatalf("sample of this process: %+v", s)
+	}
+}
