@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -170,7 +171,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		coText := ""
 		if c := r.CoTenant; c != nil {
-			coText = fmt.Sprintf("  co-tenant %g%%: %s (%d MiB touched)", 100*c.Share, c.Fate, c.Touched>>20)
+			coText = fmt.Sprintf("  co-tenant %g%%: %s (%d MiB touched)", math.Round(1000*c.Share)/10, c.Fate, c.Touched>>20)
 		}
 		if r.PSI != nil {
 			coText += fmt.Sprintf("  PSI some %.1f%% full %.1f%%", r.PSI.SomePct, r.PSI.FullPct)
