@@ -95,7 +95,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	mdOut := fs.String("md", "", "also write the Markdown table to this file")
 	svgOut := fs.String("svg", "", "also plot each run's memory.current over time to this SVG file (implies -timeline)")
 	loaderStderr := fs.Bool("loader-stderr", false, "copy the loaders' standard error to this command's")
-	saved := fs.String("report", "", "instead of running, print the table (and -md, -svg) of a report saved with -json")
+	saved := fs.String("report", "", "instead of running, print the table (and -md, -svg, -json) of a report saved with -json; several, comma-separated, are merged (same loaders; rounds follow each other)")
 	timeline := fs.Bool("timeline", false, "keep each run's memory.current samples (20 Hz) in the JSON report")
 	cotenant := fs.String("cotenant", "", "comma-separated co-tenant memory shares of the limit, each in [0, 1), 0 = the loader alone (e.g. 0,0.5,0.7,0.85); needs -limit without none")
 	cotenantRamp := fs.Duration("cotenant-ramp", 5*time.Second, "time over which the co-tenant touches its memory, evenly")
@@ -103,16 +103,24 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	if *saved != "" {
-		f, err := os.Open(*saved)
-		if err != nil {
-			return err
+		var reps []*harness.Report
+		for _, path := range strings.Split(*saved, ",") {
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			rep, err := harness.ReadReport(f)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			reps = append(reps, rep)
 		}
-		rep, err := harness.ReadReport(f)
-		f.Close()
+		rep, err := harness.MergeReports(reps...)
 		if err != nil {
-			return fmt.Errorf("%s: %w", *saved, err)
+			return fmt.Errorf("-report %s: %w", *saved, err)
 		}
-		return writeBenchReport(stdout, rep, *mdOut, "", *svgOut)
+		return writeBenchReport(stdout, rep, *mdOut, *jsonOut, *svgOut)
 	}
 	loaders, err := benchLoaders(fs.Args(), *spec, *data)
 	if err != nil {

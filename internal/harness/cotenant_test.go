@@ -350,3 +350,42 @@ func TestCompareRejectsBadShares(t *testing.T) {
 		}
 	}
 }
+
+func TestMergeReports(t *testing.T) {
+	loaders := []Loader{{Name: "A", Argv: []string{"a"}}, {Name: "B", Argv: []string{"b"}}}
+	mk := func(runs ...Result) *Report {
+		return &Report{Baseline: "A", Loaders: loaders, Rounds: 1, Runs: runs, Shares: []float64{0, 0.7},
+			CoTenant: &CoTenant{Argv: []string{"c"}}}
+	}
+	r1 := mk(coRun("A", 0, 0, 10*time.Second, Finished, "", 0, 0), coRun("A", 0, 0.7, 20*time.Second, Finished, CoSurvived, 1, 0),
+		coRun("B", 0, 0, 5*time.Second, Finished, "", 0, 0), coRun("B", 0, 0.7, 5*time.Second, Finished, CoOOMKilled, 1, 0))
+	r2 := mk(coRun("A", 0, 0, 10*time.Second, Finished, "", 0, 0), coRun("A", 0, 0.7, 40*time.Second, Finished, CoSurvived, 1, 0),
+		coRun("B", 0, 0, 5*time.Second, Finished, "", 0, 0), coRun("B", 0, 0.7, 10*time.Second, Finished, CoOOMKilled, 1, 0))
+	m, err := MergeReports(r1, r2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Rounds != 2 || len(m.Runs) != 8 || m.Runs[4].Round != 1 {
+		t.Fatalf("merged: %d rounds, %d runs, round of the 5th %d; want 2, 8, 1", m.Rounds, len(m.Runs), m.Runs[4].Round)
+	}
+	for _, s := range m.Summaries {
+		switch {
+		case s.Loader == "A" && s.Share == 0.7:
+			if s.Slowdown.N != 2 || s.Slowdown.Min != 2 || s.Slowdown.Max != 4 {
+				t.Errorf("A at 70%%: slowdown %+v, want 2 and 4 (per round)", s.Slowdown)
+			}
+		case s.Loader == "B" && s.Share == 0.7:
+			if s.CoTenantOOMKilled != 2 || s.Runs != 2 {
+				t.Errorf("B at 70%%: %d of %d co-tenants killed, want 2 of 2", s.CoTenantOOMKilled, s.Runs)
+			}
+		}
+	}
+	other := mk()
+	other.Loaders = []Loader{{Name: "A", Argv: []string{"a"}}, {Name: "B", Argv: []string{"b", "-x"}}}
+	if _, err := MergeReports(r1, other); err == nil || !strings.Contains(err.Error(), "loader 2") {
+		t.Errorf("merging different commands: %v, want an error naming loader 2", err)
+	}
+	if _, err := MergeReports(); err == nil {
+		t.Error("merging nothing succeeded")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -61,6 +62,49 @@ func ReadReport(r io.Reader) (*Report, error) {
 	}
 	rep.Summaries = summarize(rep.Runs, rep.Loaders, limits, shares, rep.Baseline)
 	return &rep, nil
+}
+
+// MergeReports joins reports of the same plan made by separate runs of the harness
+// (the same loaders, names and commands, in the same order) into one: the runs of each
+// later report follow the earlier ones with their rounds renumbered after them, and
+// the summaries are recomputed. Date, host and settings are the first report's; the
+// rounds are the sum.
+func MergeReports(reps ...*Report) (*Report, error) {
+	if len(reps) == 0 {
+		return nil, fmt.Errorf("harness: merge reports: none")
+	}
+	out := *reps[0]
+	out.Runs = append([]Result(nil), reps[0].Runs...)
+	for i, r := range reps[1:] {
+		if len(r.Loaders) != len(out.Loaders) {
+			return nil, fmt.Errorf("harness: merge reports: report %d has %d loaders, the first %d", i+2, len(r.Loaders), len(out.Loaders))
+		}
+		for j, l := range r.Loaders {
+			if l.Name != out.Loaders[j].Name || strings.Join(l.Argv, "\x00") != strings.Join(out.Loaders[j].Argv, "\x00") {
+				return nil, fmt.Errorf("harness: merge reports: report %d: loader %d is %s (%q), the first report's %s (%q)",
+					i+2, j+1, l.Name, l.Argv, out.Loaders[j].Name, out.Loaders[j].Argv)
+			}
+		}
+		offset := out.Rounds
+		for _, run := range r.Runs {
+			run.Round += offset
+			out.Runs = append(out.Runs, run)
+		}
+		out.Rounds += r.Rounds
+		for _, sh := range r.Shares {
+			if !slices.Contains(out.Shares, sh) {
+				out.Shares = append(out.Shares, sh)
+			}
+		}
+		if out.CoTenant == nil {
+			out.CoTenant = r.CoTenant
+		}
+	}
+	var js strings.Builder
+	if err := out.WriteJSON(&js); err != nil {
+		return nil, err
+	}
+	return ReadReport(strings.NewReader(js.String()))
 }
 
 // WriteMarkdown writes the report as Markdown for docs/BENCHMARKS.md: a line saying
