@@ -21,7 +21,16 @@ import (
 //	orphan        start a child that sleeps holding stdout, then report done and exit
 //	run:S:MIB     touch MIB MiB, then report a batch of 8 every 50 ms for S seconds, done
 //	cotenant      the co-tenant (CoTenantMain) with the arguments after -test.run
+//
+// With envOOMAdj set, the child first writes it to /proc/self/oom_score_adj (1000: the
+// OOM killer's first choice).
 func childMain(mode string) int {
+	if adj := os.Getenv(envOOMAdj); adj != "" {
+		if err := os.WriteFile("/proc/self/oom_score_adj", []byte(adj), 0); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	f := strings.Split(mode, ":")
 	arg := func(i int) float64 {
 		v, _ := strconv.ParseFloat(f[i], 64)
@@ -101,6 +110,9 @@ func fake(name, mode string) Loader {
 		Env: []string{envChild + "=" + mode, "GORACE=atexit_sleep_ms=0"},
 	}
 }
+
+// envOOMAdj is the oom_score_adj a fake loader sets for itself.
+const envOOMAdj = "PSIFLOW_HARNESS_TEST_OOM_ADJ"
 
 // fakeCoTenant returns a co-tenant running the test binary's cotenant mode.
 func fakeCoTenant(bytes int64, ramp time.Duration) *CoTenant {

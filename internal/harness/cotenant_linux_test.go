@@ -125,9 +125,15 @@ func TestRunCoTenantRampAndHold(t *testing.T) {
 }
 
 // TestRunCoTenantOOMKilled makes the co-tenant exceed the limit by itself: the OOM
-// killer must choose it, and the kill must count as the co-tenant's, not the loader's.
+// killer must choose it (its oom_score_adj is 1000), and the kill must count as the
+// co-tenant's, not the loader's.
 func TestRunCoTenantOOMKilled(t *testing.T) {
 	o := coOptions(t, 96<<20, 256<<20, 500*time.Millisecond)
+	// The OOM killer weighs page tables too: early in the ramp a race-enabled loader can
+	// outweigh the co-tenant. Make the co-tenant the first choice (raising
+	// oom_score_adj needs no privilege, lowering does), so that the test is about telling
+	// kills apart.
+	o.CoTenant.Env = append(o.CoTenant.Env, envOOMAdj+"=1000")
 	res, err := Run(context.Background(), fake("loader", "run:3:4"), o)
 	skipNoMemoryController(t, err)
 	assertRemoved(t, res.Group)

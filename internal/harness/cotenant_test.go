@@ -53,7 +53,7 @@ func parseEvents(t *testing.T, s string) []protocol.Event {
 
 func TestRunCoTenantRampsThenHolds(t *testing.T) {
 	const n = 4<<20 + 1 // rounded up to whole pages
-	const ramp = 300 * time.Millisecond
+	const ramp = 600 * time.Millisecond
 	out := &syncBuffer{mu: make(chanMutex, 1)}
 	hr, hw := io.Pipe()
 	done := make(chan error, 1)
@@ -95,8 +95,10 @@ func TestRunCoTenantRampsThenHolds(t *testing.T) {
 		}
 		ramps = append(ramps, ev)
 	}
-	if len(ramps) < 3 || len(ramps) > 10 {
-		t.Fatalf("%d ramp events, want 3 to 10: %+v", len(ramps), ramps)
+	// A loaded machine may skip some tenths (a late tick touches more at once), but
+	// not all of them.
+	if len(ramps) < 1 || len(ramps) > 9 {
+		t.Fatalf("%d ramp events, want 1 to 9: %+v", len(ramps), ramps)
 	}
 	for i, ev := range ramps {
 		if i > 0 && (ev.Bytes <= ramps[i-1].Bytes || ev.T < ramps[i-1].T) {
