@@ -80,3 +80,16 @@ func ExampleBudget() {
 	// false 60
 	// true 50
 }
+
+// A budget resized while in use: shrinking revokes nothing, new requests wait.
+func ExampleBudget_SetLimit() {
+	b := flow.NewBudget(64)
+	_ = b.Acquire(context.Background(), 40)
+	_ = b.SetLimit(32)
+	fmt.Println(b.TryAcquire(1), b.InUse(), b.Limit())
+	b.Release(40)
+	fmt.Println(b.TryAcquire(16), b.InUse())
+	// Output:
+	// false 40 32
+	// true 16
+}

@@ -112,3 +112,26 @@ func ExampleOpen() {
 	for range opened.Source.Events() {
 	}
 }
+
+// A headroom turns memory samples into a byte budget: here a co-tenant takes 210 MiB
+// of a 256 MiB cgroup, which leaves the loader less than its floor.
+func ExampleHeadroom() {
+	h, err := pressure.NewHeadroom(pressure.HeadroomConfig{
+		Floor: 40 << 20, BudgetFloor: 16 << 20, Max: 64 << 20, Reserve: 16 << 20,
+		Read: func() (pressure.MemorySample, error) {
+			return pressure.MemorySample{Limit: 256 << 20, Limited: true, Unreclaimable: 240 << 20, Self: 30 << 20}, nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	r, err := h.Update()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("budget:", pressure.MiB(r.Budget))
+	fmt.Println(r.Message(40 << 20))
+	// Output:
+	// budget: 16.0 MiB
+	// the cgroup leaves the loader 30.0 MiB (limit 256.0 MiB, others hold 210.0 MiB), below its floor of 40.0 MiB: running at its floor
+}

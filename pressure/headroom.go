@@ -103,8 +103,8 @@ type HeadroomReport struct {
 	// Budget is the byte budget that follows: Allowance minus the floor's part outside
 	// the budget, kept within [BudgetFloor, Max].
 	Budget int64
-	// BelowFloor reports that Allowance is smaller than Floor: the loader runs at its
-	// floor.
+	// BelowFloor reports that Allowance is smaller than Floor (once below, until it
+	// is a quarter of Floor, at least 4 MiB, above it): the loader runs at its floor.
 	BelowFloor bool
 	// Changed reports that BelowFloor differs from the previous report (the first
 	// report counts as changed only when it is below the floor).
@@ -196,7 +196,13 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 	allowance := s.Limit - int64(math.Min(projected, math.MaxInt64/2)) - reserve
 	outside := h.cfg.Floor - h.cfg.BudgetFloor
 	budget := min(max(allowance-outside, h.cfg.BudgetFloor), h.cfg.Max)
+	// Hysteresis: below the floor once under it; back above only with a margin of
+	// a quarter of the floor (at least 4 MiB), so a co-tenant hovering at the line
+	// is announced once, not at every sample.
 	below := allowance < h.cfg.Floor
+	if h.below && !below {
+		below = allowance < h.cfg.Floor+max(h.cfg.Floor/4, 4<<20)
+	}
 	r := HeadroomReport{MemorySample: s, Growth: h.growth, Allowance: allowance, Budget: budget,
 		BelowFloor: below, Changed: below != h.below}
 	h.below, h.prev, h.seen, h.last = below, s, true, r

@@ -61,8 +61,18 @@ func TestHeadroomBudgetFollowsOthers(t *testing.T) {
 	if !r.BelowFloor || r.Changed || r.Message(40*hMiB) != "" {
 		t.Fatalf("second report below the floor: %+v, want no new announcement", r)
 	}
+	// Just above the floor: still below it (hysteresis), nothing announced.
+	for i := 23; i <= 29; i++ {
+		r = h.Observe(MemorySample{At: t0.Add(time.Duration(i) * time.Second), Limit: 256 * hMiB, Unreclaimable: 226 * hMiB, Self: 30 * hMiB})
+	}
+	if r.Allowance < 40*hMiB || r.Allowance >= 50*hMiB {
+		t.Fatalf("allowance %s: the test wants it between the floor and the margin", MiB(r.Allowance))
+	}
+	if !r.BelowFloor || r.Changed {
+		t.Fatalf("allowance %s, just above the floor: %+v; want still below (hysteresis)", MiB(r.Allowance), r)
+	}
 	// The co-tenant leaves: back above the floor, announced once.
-	r = h.Observe(MemorySample{At: t0.Add(30 * time.Second), Limit: 256 * hMiB, Unreclaimable: 40 * hMiB, Self: 30 * hMiB})
+	r = h.Observe(MemorySample{At: t0.Add(40 * time.Second), Limit: 256 * hMiB, Unreclaimable: 40 * hMiB, Self: 30 * hMiB})
 	if r.BelowFloor || !r.Changed || !strings.Contains(r.Message(40*hMiB), "again") {
 		t.Fatalf("after the co-tenant left: %+v %q", r, r.Message(40*hMiB))
 	}

@@ -147,6 +147,40 @@ func TestPollerShares(t *testing.T) {
 	})
 }
 
+// TestPollerMinShare: a backstop poller drops samples below its share.
+func TestPollerMinShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "memory.pressure")
+		write := func(someUS, fullUS int) {
+			data := "some avg10=0.00 avg60=0.00 avg300=0.00 total=" + itoa(someUS) + "\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=" + itoa(fullUS) + "\n"
+			if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(0, 0)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		src, err := OpenPoller(ctx, PollerConfig{Path: path, Interval: time.Second, MinShare: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(50000, 10000) // 5% some, 1% full: both dropped
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		write(50000+300000, 10000+200000) // 30% some, 20% full: both delivered
+		some, full := <-src.Events(), <-src.Events()
+		if some.Signal != SignalSome || some.Share != 0.3 || full.Signal != SignalFull || full.Share != 0.2 {
+			t.Fatalf("samples %+v %+v: want the heavy second sample only", some, full)
+		}
+		cancel()
+		for range src.Events() {
+		}
+	})
+	if _, err := OpenPoller(context.Background(), PollerConfig{Path: "/proc/pressure/memory", MinShare: 2}); err == nil {
+		t.Fatal("MinShare 2 accepted")
+	}
+}
+
 func TestPollerRefusesFastIntervals(t *testing.T) {
 	_, err := OpenPoller(context.Background(), PollerConfig{Path: "/proc/pressure/memory", Interval: 50 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "stops its triggers") {

@@ -34,7 +34,18 @@ type OpenConfig struct {
 	MemoryEventsInterval time.Duration
 	// DisableTriggers and DisableVMPressure skip those sources (to test fallbacks).
 	DisableTriggers, DisableVMPressure bool
+	// BackstopInterval is how often the stall totals of the pressure file are also
+	// polled beside triggers or vmpressure (default 500ms, at least
+	// MinPollInterval; negative: no backstop). A trigger fires at most once per
+	// window and vmpressure says nothing about full stalls; the polled shares let the
+	// model reach Full and Critical when the whole group stalls.
+	BackstopInterval time.Duration
 }
+
+// BackstopMinShare is the stalled share of a backstop sample below which it is
+// dropped: the backstop acts on heavy stalls only (a tenth of the time), the
+// triggers on the rest.
+const BackstopMinShare = 0.10
 
 // Opened says what [Open] chose.
 type Opened struct {
@@ -44,6 +55,8 @@ type Opened struct {
 	Kind string
 	// Rejected gives, for each better source not used, the reason.
 	Rejected []string
+	// Backstop reports that the stall totals are polled beside the primary source.
+	Backstop bool
 }
 
 // Open opens the best pressure source the host allows for a cgroup: PSI triggers on
@@ -141,6 +154,18 @@ func Open(ctx context.Context, cfg OpenConfig) (*Opened, error) {
 		primary, out.Kind = src, "psi-poll"
 	}
 	sources := []Source{primary}
+	if out.Kind != "psi-poll" && cfg.BackstopInterval >= 0 {
+		iv := cfg.BackstopInterval
+		if iv == 0 {
+			iv = 500 * time.Millisecond
+		}
+		if src, err := OpenPoller(ctx, PollerConfig{Path: path, Interval: iv, MinShare: BackstopMinShare, Reason: "backstop beside " + out.Kind}); err == nil {
+			sources = append(sources, src)
+			out.Backstop = true
+		} else if !errors.Is(err, context.Canceled) {
+			out.Rejected = append(out.Rejected, "psi-poll backstop: "+err.Error())
+		}
+	}
 	if g != nil && cfg.MemoryEventsInterval >= 0 {
 		read := func() (MemoryCounts, error) {
 			ev, err := g.MemoryEvents()

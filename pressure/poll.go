@@ -21,6 +21,10 @@ type PollerConfig struct {
 	Reason string
 	// Buffer is the capacity of the events channel (default 16).
 	Buffer int
+	// MinShare drops samples whose stalled share is below it (0: deliver all). A
+	// backstop beside triggers sets it so that only heavy stalls assert a level;
+	// the model then lets the level expire after its Hold.
+	MinShare float64
 }
 
 // OpenPoller samples a PSI file's stall totals every Interval and delivers, per sample,
@@ -43,7 +47,10 @@ func OpenPoller(ctx context.Context, cfg PollerConfig) (Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("psi poller: %w", err)
 	}
-	s := &pollSource{path: cfg.Path, interval: cfg.Interval}
+	if !(cfg.MinShare >= 0 && cfg.MinShare <= 1) {
+		return nil, fmt.Errorf("psi poller: min share %v outside [0, 1]", cfg.MinShare)
+	}
+	s := &pollSource{path: cfg.Path, interval: cfg.Interval, minShare: cfg.MinShare}
 	s.desc = fmt.Sprintf("psi poller every %s on %s", cfg.Interval, cfg.Path)
 	if cfg.Reason != "" {
 		s.desc += " (" + cfg.Reason + ")"
@@ -64,6 +71,7 @@ type pollSource struct {
 	path     string
 	desc     string
 	interval time.Duration
+	minShare float64
 	events   chan Event
 	err      error
 }
@@ -96,6 +104,9 @@ func (s *pollSource) loop(ctx context.Context, prev PSI, prevAt time.Time) error
 		}
 		prev, prevAt = cur, now
 		for _, ev := range evs {
+			if ev.Share < s.minShare {
+				continue
+			}
 			select {
 			case s.events <- ev:
 			case <-ctx.Done():

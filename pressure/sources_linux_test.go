@@ -143,6 +143,16 @@ func TestOpenFallsBack(t *testing.T) {
 		{"no triggers", OpenConfig{DisableTriggers: true}, []string{"vmpressure", "psi-poll"}, []string{"psi-trigger: disabled"}},
 		{"neither", OpenConfig{DisableTriggers: true, DisableVMPressure: true}, []string{"psi-poll"}, []string{"psi-trigger: disabled", "vmpressure: disabled"}},
 	}
+	noBackstop, cancel := context.WithCancel(context.Background())
+	if o, err := Open(noBackstop, OpenConfig{BackstopInterval: -1}); err == nil {
+		if o.Backstop {
+			t.Error("BackstopInterval -1 opened a backstop")
+		}
+		cancel()
+		_ = drain(t, o.Source)
+	} else {
+		cancel()
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -165,6 +175,13 @@ func TestOpenFallsBack(t *testing.T) {
 			}
 			if o.Kind == "psi-poll" && !strings.Contains(o.Source.Describe(), "disabled") {
 				t.Errorf("poller Describe %q lacks the reasons", o.Source.Describe())
+			}
+			// The totals are polled beside triggers and vmpressure, never twice.
+			if o.Backstop != (o.Kind != "psi-poll") {
+				t.Errorf("Kind %q with Backstop %v (rejected %v)", o.Kind, o.Backstop, o.Rejected)
+			}
+			if o.Backstop && !strings.Contains(o.Source.Describe(), "backstop") {
+				t.Errorf("Describe %q does not name the backstop", o.Source.Describe())
 			}
 			cancel()
 			if err := drain(t, o.Source); err != nil {

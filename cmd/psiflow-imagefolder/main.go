@@ -44,6 +44,7 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	budget := fs.String("budget", "32M", "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes: the largest with -memory elastic; with -memory fixed a quarter of the memory limit unless given")
 	memory := fs.String("memory", "elastic", "memory runtime: elastic (budget follows the cgroup's headroom, memory given back under pressure) or fixed (64 MiB registered read pool, a quarter of the limit as budget, nothing given back)")
 	fs.BoolVar(&c.Pressure, "pressure", true, "gate the source and its reads on the cgroup's memory pressure")
+	oomVictim := fs.Bool("oom-victim", true, "with -memory elastic: make the loader the OOM killer's first choice in its cgroup (oom_score_adj 1000), so the trainer beside it is spared")
 	fs.IntVar(&c.Queue, "queue", 4, "default edge queue size (elements); batch edges hold 1")
 	fs.IntVar(&c.Resize, "resize", 256, "Resize: shorter side")
 	fs.IntVar(&c.Crop, "crop", 224, "CenterCrop size")
@@ -55,6 +56,7 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	c.KeepOOMScore = !*oomVictim
 	var err error
 	if c.Budget, err = parseSize(*budget); err != nil {
 		return c, fmt.Errorf("-budget: %w", err)

@@ -63,7 +63,7 @@ func TestRunReportsBatches(t *testing.T) {
 			em := protocol.NewEmitter(&out)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			c, err := parseArgs(append([]string{"-data", root, "-batch", "8", "-workers", "2", "-budget", "1M", "-queue", "2", "-resize", "48", "-crop", "32"}, tt.args...))
+			c, err := parseArgs(append([]string{"-data", root, "-batch", "8", "-workers", "2", "-budget", "1M", "-queue", "2", "-resize", "48", "-crop", "32", "-oom-victim=false"}, tt.args...))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -107,6 +108,10 @@ func (t *Throttle) Run(ctx context.Context, g *flow.Graph) error {
 	defer cancelGraph(nil)
 	monitorErr := make(chan error, 1)
 	go func() {
+		// The monitor keeps an OS thread of its own: under reclaim it competes only
+		// for a CPU, not for a thread the graph's goroutines hold.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		err := t.Watch(mctx, opened.Source)
 		if err != nil {
 			err = fmt.Errorf("throttle for graph %s: %w: %s: %w", g.Name(), ErrSourceFailed, opened.Source.Describe(), err)

@@ -189,7 +189,7 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 	var infos []string
 	before := debug.SetMemoryLimit(-1)
 	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 4,
-		Registerer: reg, Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib},
+		Registerer: reg, Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, KeepOOMScore: true,
 		Info: func(s string) { mu.Lock(); infos = append(infos, s); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)

@@ -78,9 +78,9 @@ func (r *ReadBuffers) Alloc(ctx context.Context, n int) (source.Buffer, error) {
 	size := (max(n, 1) + source.Align - 1) / source.Align * source.Align
 	if !r.spilling.Load() {
 		r.mu.Lock()
-		reg := r.reg
+		reg, regSize := r.reg, r.size
 		r.mu.Unlock()
-		if reg != nil && int64(size) <= r.size {
+		if reg != nil && int64(size) <= regSize {
 			if l, err := reg.Alloc(doneCtx, size, nil); err == nil {
 				return buffer{l: l, n: n}, nil
 			}

@@ -58,6 +58,9 @@ type Config struct {
 	// Pressure gates the source and its reads on the cgroup's memory pressure
 	// (with Memory set).
 	Pressure bool
+	// KeepOOMScore leaves oom_score_adj alone; the elastic runtime otherwise makes
+	// the loader the OOM killer's first choice in its cgroup.
+	KeepOOMScore bool
 }
 
 // DefaultConfig is what "make run" uses on the generated folder dir.

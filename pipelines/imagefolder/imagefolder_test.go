@@ -23,7 +23,12 @@ import (
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // writeFolder writes n small JPEGs spread over two class directories.
 func writeFolder(t *testing.T, n int) string {
@@ -54,7 +59,7 @@ func writeFolder(t *testing.T, n int) string {
 func smallConfig(root string) Config {
 	c := DefaultConfig(root)
 	c.Workers, c.BatchSize, c.Resize, c.Crop, c.Queue, c.Budget, c.ReadBuffers = 2, 8, 48, 32, 2, 1<<20, 0
-	c.Pressure = false
+	c.Pressure, c.KeepOOMScore = false, true
 	return c
 }
 
