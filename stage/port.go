@@ -152,6 +152,12 @@ func NewOut[T any](ch chan<- Envelope[T], m *Metrics) Out[T] {
 // discarded (its claim dropped, its value released) and ctx's error returned,
 // so nothing leaks.
 func (o Out[T]) Send(ctx context.Context, e Envelope[T]) error {
+	// Sized before sending: once queued, the value belongs to the receiver, which
+	// may release and reuse it at once.
+	bytes := e.Claim.Bytes()
+	if bytes <= 0 && o.sized {
+		bytes = SizeOf(e.Value)
+	}
 	select {
 	case o.ch <- e:
 	default:
@@ -176,10 +182,8 @@ func (o Out[T]) Send(ctx context.Context, e Envelope[T]) error {
 	}
 sent:
 	o.m.ItemsOut.Add(1)
-	if b := e.Claim.Bytes(); b > 0 {
-		o.m.BytesOut.Add(b)
-	} else if o.sized {
-		o.m.BytesOut.Add(SizeOf(e.Value))
+	if bytes > 0 {
+		o.m.BytesOut.Add(bytes)
 	}
 	return nil
 }

@@ -105,7 +105,14 @@ func (a *Arena) MarkPreemptible(ctx context.Context, ratio float64) (MarkResult,
 		a.chunks[i].busy = make(chan struct{})
 	}
 	u.mu.Unlock()
+	return a.markChunks(ctx, cand, res)
+}
 
+// markChunks checksums and lazily frees the chunks in cand, which the caller
+// has claimed (busy) and left u.mu unlocked; it records the new states, adds
+// to res and unclaims the chunks.
+func (a *Arena) markChunks(ctx context.Context, cand []int, res MarkResult) (MarkResult, error) {
+	u := a.u
 	type out struct {
 		sum     uint64
 		evicted bool
@@ -219,6 +226,13 @@ func (a *Arena) evict(want int64, onlyPreemptible bool) (int64, error) {
 		}
 	}
 	u.mu.Unlock()
+	return a.evictChunks(cand)
+}
+
+// evictChunks drops the chunks in cand, which the caller has claimed (busy) and
+// left u.mu unlocked, with MADV_DONTNEED; they become EVICTED and are unclaimed.
+func (a *Arena) evictChunks(cand []int) (int64, error) {
+	u := a.u
 	errs := make([]error, len(cand))
 	for k, i := range cand {
 		if err := u.k.madvise(a.span(i), adviseDontNeed); err != nil {

@@ -66,13 +66,17 @@ def main():
         emit("start", files=len(ds), workers=a.workers, prefetch=a.prefetch, batch=a.batch,
              torch=torch.__version__)
         samples = 0
-        for _ in range(a.epochs):
+        for epoch in range(a.epochs):
+            t0, before = time.monotonic(), samples
             for x, y in dl:
                 n = int(y.shape[0])
                 samples += n
                 emit("batch", n=n)
                 if a.limit and samples >= a.limit:
                     break
+            # The same per-epoch line as psiflow-imagefolder's, on standard error.
+            print("dataloader: epoch %d: %.0f samples/s" % (epoch + 1, (samples - before) / max(time.monotonic() - t0, 1e-9)),
+                  file=sys.stderr, flush=True)
             if a.limit and samples >= a.limit:
                 break
         emit("done", samples=samples)

@@ -14,6 +14,7 @@ import (
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/stage/decode"
 )
@@ -53,6 +54,8 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	fs.BoolVar(&c.DropCache, "drop-cache", true, "drop each file's page cache after reading it")
 	backend := fs.String("backend", "auto", "JPEG decoder: auto (TurboJPEG if available) or std")
 	fs.IntVar(&c.Epochs, "epochs", 1, "passes over the folder")
+	cache := fs.String("cache", "off", "keep samples between epochs in preemptible memory: decoded, encoded or off")
+	fs.Int64Var(&c.CacheMax, "cache-max", 0, "bound of the sample cache in bytes (0: half of the cgroup memory limit)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -79,6 +82,9 @@ func parseArgs(args []string) (imagefolder.Config, error) {
 	default:
 		return c, fmt.Errorf("-backend %q: want auto or std", *backend)
 	}
+	if c.Cache, err = imagefolder.ParseCacheMode(*cache); err != nil {
+		return c, fmt.Errorf("-cache: %w", err)
+	}
 	if c.Dir == "" {
 		return c, errors.New("-data is required")
 	}
@@ -89,6 +95,9 @@ func run(ctx context.Context, c imagefolder.Config, em *protocol.Emitter) error 
 	var rt *elastic.Runtime
 	_, err := imagefolder.Run(ctx, c, imagefolder.Hooks{
 		Consume: func(_ context.Context, b *decode.Batch) error { return em.Batch(len(b.Keys)) },
+		OnEpoch: func(n int, e progress.Epoch) {
+			fmt.Fprintf(os.Stderr, "psiflow-imagefolder: epoch %d: %.0f samples/s, cache hits %.0f%%\n", n+1, e.Rate(), e.HitRate())
+		},
 		Info: func(s string) {
 			if strings.Contains(s, "standard library") || strings.Contains(s, "floor of") {
 				fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", s)

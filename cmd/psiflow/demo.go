@@ -16,6 +16,7 @@ import (
 	"github.com/psiflow/psiflow/internal/demo"
 	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/pipelines/progress"
 )
 
 func init() {
@@ -38,6 +39,8 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	progress := fs.Bool("progress", isTerminal(stdout), "show a live progress line (default: when stdout is a terminal)")
 	data := fs.String("data", "", "read this image folder (JPEG/PNG, e.g. from 'psiflow gen jpeg') through the real reader and decoder instead of generating samples")
 	epochs := fs.Int("epochs", 1, "with -data: passes over the folder")
+	cacheMode := fs.String("cache", "off", "with -data: keep samples between epochs in preemptible memory: decoded (skips read, decode and resize), encoded (skips the read) or off")
+	cacheMax := fs.Int64("cache-max", 0, "with -data: bound of the sample cache in bytes (0: half of the cgroup memory limit)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics (psiflow_*) at http://ADDR/metrics while running, e.g. localhost:9464")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	memory := fs.String("memory", "elastic", "with -data: elastic (the budget follows the cgroup's headroom, memory is given back under pressure) or fixed (a 64 MiB registered read pool and nothing given back)")
@@ -50,6 +53,16 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	mode, err := elastic.ParseMode(*memory)
 	if err != nil {
 		return fmt.Errorf("%w: -memory: %v", errUsage, err)
+	}
+	cache, err := imagefolder.ParseCacheMode(*cacheMode)
+	if err != nil {
+		return fmt.Errorf("%w: -cache: %v", errUsage, err)
+	}
+	if *cacheMax < 0 {
+		return fmt.Errorf("%w: -cache-max %d: must be 0 (default) or more", errUsage, *cacheMax)
+	}
+	if *data == "" && cache != imagefolder.CacheOff {
+		return fmt.Errorf("%w: -cache needs -data", errUsage)
 	}
 	if err := cfg.Validate(); err != nil && cfg.Budget != 0 {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -106,9 +119,11 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 	var sum demo.Summary
+
 	if *data != "" {
 		fc := imagefolder.DefaultConfig(*data)
 		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
+		fc.Cache, fc.CacheMax = cache, *cacheMax
 		fc.Memory, fc.Pressure = mode, *gated
 		var rt *elastic.Runtime
 		sum, err = imagefolder.Run(ctx, fc, imagefolder.Hooks{
@@ -119,6 +134,9 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		})
 		if rt != nil {
 			defer printRuntimeReport(stdout, rt)
+		}
+		if err == nil {
+			printEpochs(stdout, sum.Epochs, cache != imagefolder.CacheOff)
 		}
 	} else {
 		sum, err = demo.Run(ctx, cfg, 250*time.Millisecond, show)
@@ -142,6 +160,21 @@ func printRuntimeReport(w io.Writer, rt *elastic.Runtime) {
 		fmt.Fprintf(w, " %s %.0f", a, runs[a])
 	}
 	fmt.Fprintln(w)
+}
+
+// printEpochs prints one line per epoch: its rate and, with a cache, its hit rate.
+func printEpochs(w io.Writer, epochs []progress.Epoch, cached bool) {
+	if len(epochs) < 2 && !cached {
+		return
+	}
+	fmt.Fprintln(w)
+	for i, e := range epochs {
+		if cached {
+			fmt.Fprintf(w, "epoch %d: %.0f samples/s, cache hits %.0f%%\n", i+1, e.Rate(), e.HitRate())
+		} else {
+			fmt.Fprintf(w, "epoch %d: %.0f samples/s\n", i+1, e.Rate())
+		}
+	}
 }
 
 func printDemoSummary(w io.Writer, s demo.Summary) {

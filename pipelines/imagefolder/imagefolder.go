@@ -24,6 +24,7 @@ import (
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
 	"github.com/psiflow/psiflow/uma"
+	"github.com/psiflow/psiflow/uma/umacache"
 )
 
 // Extensions are the file names the pipeline reads.
@@ -43,6 +44,8 @@ type Config struct {
 	Epochs    int            // passes over the folder
 	Limit     int64          // stop after this many samples; 0: all
 	Ordered   bool           // keep file order through decoding
+	Shuffle   bool           // shuffle the file order every epoch (seeded by Seed and the epoch)
+	Seed      uint64         // seed of the shuffle
 	DropCache bool           // drop each file's page cache once read
 	Labels    bool           // label each sample with its ImageFolder class index
 	Backend   decode.Backend // JPEG decoder
@@ -61,6 +64,11 @@ type Config struct {
 	// KeepOOMScore leaves oom_score_adj alone; the elastic runtime otherwise makes
 	// the loader the OOM killer's first choice in its cgroup.
 	KeepOOMScore bool
+	// Cache keeps samples between epochs in preemptible UMA memory (see
+	// [CacheMode]); "" is CacheOff.
+	Cache CacheMode
+	// CacheMax bounds the cache in bytes; 0: half of the cgroup's memory limit.
+	CacheMax int64
 }
 
 // DefaultConfig is what "make run" uses on the generated folder dir.
@@ -92,6 +100,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("imagefolder: limit %d: must be 0 (all) or more", c.Limit)
 	case c.ReadBuffers < 0 && (c.Memory == "" || c.ReadBuffers != -1):
 		return fmt.Errorf("imagefolder: read buffers %d bytes: must be 0 (default), -1 (package source's pool, with Memory) or more", c.ReadBuffers)
+	case c.CacheMax < 0:
+		return fmt.Errorf("imagefolder: cache max %d bytes: must be 0 (default) or more", c.CacheMax)
+	}
+	if _, err := ParseCacheMode(string(c.Cache)); err != nil {
+		return fmt.Errorf("imagefolder: %w", err)
 	}
 	if c.Memory != "" {
 		if _, err := elastic.ParseMode(string(c.Memory)); err != nil {
@@ -124,6 +137,12 @@ type Hooks struct {
 	// that ends before Run returns.
 	Progress func(progress.Snapshot)
 	Interval time.Duration
+	// OnEpoch, when not nil, is called after each epoch (numbered from 0) with
+	// what it delivered, before the next one starts.
+	OnEpoch func(n int, e progress.Epoch)
+	// OnCache, when not nil, receives the sample cache once it is made (with
+	// Config.Cache on), for example to register its Shed as a shed action.
+	OnCache func(*umacache.Cache)
 }
 
 func (h Hooks) info(format string, args ...any) {
@@ -136,7 +155,7 @@ func (h Hooks) info(format string, args ...any) {
 var errLimit = errors.New("sample limit reached")
 
 // Run runs the pipeline once per epoch and returns what it delivered.
-func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, err error) {
+func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, err error) {
 	if err := cfg.Validate(); err != nil {
 		return progress.Summary{}, err
 	}
@@ -166,7 +185,8 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, er
 		hooks.info("JPEG decoder: %s", dec.Backend())
 	}
 	var bufs source.BufferProvider
-	opts := []flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}
+	var u *uma.UMA
+	graphOpts := []flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}
 	runGraph := hooks.Run
 	workers, err := elastic.NewWorkers(cfg.Workers + elastic.WorkerSlack)
 	if err != nil {
@@ -187,11 +207,10 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, er
 		if hooks.Runtime != nil {
 			hooks.Runtime(rt)
 		}
-		opts = append(rt.Options(), flow.WithQueueSize(cfg.Queue))
-		bufs, workers, runGraph = rt.Buffers(), rt.Workers(), rt.Run
+		graphOpts = append(rt.Options(), flow.WithQueueSize(cfg.Queue))
+		bufs, workers, runGraph, u = rt.Buffers(), rt.Workers(), rt.Run, rt.UMA()
 	} else if cfg.ReadBuffers > 0 {
-		u, err := uma.New(uma.Config{Registerer: hooks.Registerer})
-		if err != nil {
+		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer}); err != nil {
 			return progress.Summary{}, err
 		}
 		pool, err := u.NewPool("read-buffers", cfg.ReadBuffers, uma.ArenaOptions{Registered: true})
@@ -210,8 +229,13 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, er
 		}()
 		hooks.info("read buffers: a %d MiB UMA pool registered with the rings", cfg.ReadBuffers>>20)
 	}
+	cache, err := newSampleCache(cfg, u, dec, labelOf, hooks)
+	if err != nil {
+		return progress.Summary{}, err
+	}
+	// Closed before the UMA it may live in (deferred functions run last first).
+	defer func() { err = errors.Join(err, cache.close()) }()
 
-	var sum progress.Summary
 	var mu sync.Mutex
 	start := time.Now()
 	var current *flow.Graph
@@ -224,8 +248,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, er
 		return snap
 	})
 	defer stop()
-	// Runs after the result is set: every return below reports the time.
-	defer func() { out.Elapsed = time.Since(start) }()
+	defer func() { sum.Elapsed = time.Since(start) }()
 
 	get := func(h *elastic.Held[*source.Sample]) decode.Encoded {
 		s := h.V
@@ -238,45 +261,83 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, er
 		mu.Unlock()
 		return e
 	}
-	for epoch := range cfg.Epochs {
-		if rt != nil && epoch > 0 {
-			if err := rt.NextEpoch(); err != nil {
-				return sum, err
+	if cache != nil && cache.mode == CacheEncoded {
+		inner := get
+		get = func(h *elastic.Held[*source.Sample]) decode.Encoded {
+			e := inner(h)
+			if !fromCache(h.V) {
+				_ = cache.putEncoded(e.Key, e.Data)
+			}
+			return e
+		}
+	}
+	consume := func(ctx context.Context, b *decode.Batch) error {
+		mu.Lock()
+		sum.Items += int64(len(b.Keys))
+		sum.Batches++
+		done := cfg.Limit > 0 && sum.Items >= cfg.Limit
+		mu.Unlock()
+		if hooks.Consume != nil {
+			if err := hooks.Consume(ctx, b); err != nil {
+				return err
 			}
 		}
+		if done {
+			return errLimit
+		}
+		return nil
+	}
+	// pass runs one graph over one epoch's files, or over paths when not nil (the
+	// entries the kernel reclaimed during the first pass); with a cache, hits are
+	// served from it. It returns the cache entries found reclaimed.
+	pass := func(epoch int, paths []string) (late []string, lookups int64, err error) {
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
 			Workers: cfg.Workers, Ordered: cfg.Ordered,
 			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: decode.CHW},
 		}, get)
 		if err != nil {
-			return sum, err
+			return nil, 0, err
 		}
-		g := flow.New("imagefolder", append(slices.Clone(opts), hooks.Options...)...)
-		src := flowsrc.Files(g, "read", files, source.Options{
-			Epoch: epoch, Workers: cfg.Readers, Buffers: bufs,
-			Reader: source.ReaderOptions{DropCache: cfg.DropCache},
-		})
-		// Narrow admits a file to decoding only while a decode slot is free: the
+		g := flow.New("imagefolder", append(slices.Clone(graphOpts), hooks.Options...)...)
+		// narrow admits a file to decoding only while a decode slot is free: the
 		// memory runtime narrows decoding under pressure.
-		held := flow.Via(src, elastic.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1))
-		batches := flow.Via(flow.Via(held, st), stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
-		collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(1))
-		flow.Sink(collated, "consume", func(ctx context.Context, b *decode.Batch) error {
-			mu.Lock()
-			sum.Items += int64(len(b.Keys))
-			sum.Batches++
-			done := cfg.Limit > 0 && sum.Items >= cfg.Limit
-			mu.Unlock()
-			if hooks.Consume != nil {
-				if err := hooks.Consume(ctx, b); err != nil {
-					return err
+		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*decode.Sample] {
+			return flow.Via(flow.Via(in, elastic.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
+		}
+		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache}}
+		var decoded flow.Stream[*decode.Sample]
+		var lateMu sync.Mutex
+		switch {
+		case cache == nil:
+			decoded = narrow(flowsrc.Files(g, "read", files, opts))
+		default:
+			if paths == nil {
+				if paths, err = files.Order(opts); err != nil {
+					return nil, 0, err
 				}
+				lookups = int64(len(paths))
 			}
-			if done {
-				return errLimit
+			hits, misses := cache.split(paths)
+			// The order and sharding are already in paths: read them as they are.
+			opts.Epoch, opts.Rank, opts.WorldSize, opts.Shuffle, opts.ShuffleBuffer = 0, 0, 1, false, 0
+			read := flowsrc.Files(g, "read", source.NewFiles(misses), opts)
+			switch {
+			case cache.mode == CacheEncoded && len(hits) > 0:
+				cached := hitSource(g, cache, hits, 0, &late, &lateMu, encodedHit)
+				decoded = narrow(flow.Merge("merge", read, cached))
+			case cache.mode == CacheEncoded:
+				decoded = narrow(read)
+			case len(hits) > 0:
+				tensor := int64(3 * cfg.Crop * cfg.Crop)
+				cached := hitSource(g, cache, hits, tensor, &late, &lateMu, cache.decodedHit(cfg.Crop))
+				decoded = flow.Merge("merge", tapPut(cache, narrow(read)), cached)
+			default:
+				decoded = tapPut(cache, narrow(read))
 			}
-			return nil
-		})
+		}
+		batches := flow.Via(decoded, stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
+		collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(1))
+		flow.Sink(collated, "consume", consume)
 		mu.Lock()
 		current = g
 		mu.Unlock()
@@ -289,6 +350,38 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (out progress.Summary, er
 		sum.Stages = g.Stats()
 		sum.Peak = max(sum.Peak, g.Budget().MaxInUse())
 		mu.Unlock()
+		return late, lookups, err
+	}
+	for epoch := range cfg.Epochs {
+		if rt != nil && epoch > 0 {
+			if err := rt.NextEpoch(); err != nil {
+				return sum, err
+			}
+		}
+		epochStart := time.Now()
+		mu.Lock()
+		itemsBefore := sum.Items
+		mu.Unlock()
+		var hitsBefore int64
+		if cache != nil {
+			hitsBefore = cache.c.Stats().Hits
+		}
+		late, lookups, err := pass(epoch, nil)
+		for err == nil && len(late) > 0 {
+			hooks.info("epoch %d: %d cached samples were reclaimed by the kernel; reading them again", epoch+1, len(late))
+			late, _, err = pass(epoch, late)
+		}
+		ep := progress.Epoch{Elapsed: time.Since(epochStart), CacheLookups: lookups}
+		if cache != nil {
+			ep.CacheHits = cache.c.Stats().Hits - hitsBefore
+		}
+		mu.Lock()
+		ep.Items = sum.Items - itemsBefore
+		sum.Epochs = append(sum.Epochs, ep)
+		mu.Unlock()
+		if hooks.OnEpoch != nil && (err == nil || errors.Is(err, errLimit)) {
+			hooks.OnEpoch(epoch, ep)
+		}
 		if errors.Is(err, errLimit) {
 			return sum, nil
 		}

@@ -30,6 +30,25 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// helperEnv selects a child-process mode of the test binary (see helpers).
+const helperEnv = "PSIFLOW_IMAGEFOLDER_TEST_HELPER"
+
+// helpers are the child-process modes, registered by platform test files.
+var helpers = map[string]func() error{}
+
+func runHelper(mode string) int {
+	h, ok := helpers[mode]
+	if !ok {
+		fmt.Println("unknown helper mode", mode)
+		return 2
+	}
+	if err := h(); err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	return 0
+}
+
 // writeFolder writes n small JPEGs spread over two class directories.
 func writeFolder(t *testing.T, n int) string {
 	t.Helper()

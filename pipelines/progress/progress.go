@@ -15,6 +15,32 @@ type Summary struct {
 	Elapsed time.Duration     // wall time of the whole run
 	Peak    int64             // most budget bytes in use at once
 	Stages  []flow.StageStats // per-stage counters of the last graph run
+	Epochs  []Epoch           // one per pass over the data, where the pipeline has epochs
+}
+
+// Epoch is what one pass over the data delivered.
+type Epoch struct {
+	Items   int64         // samples delivered in this epoch
+	Elapsed time.Duration // wall time of the epoch
+	// CacheHits and CacheLookups count the samples served from a sample cache and
+	// the samples looked up there (zero without a cache).
+	CacheHits, CacheLookups int64
+}
+
+// Rate is the epoch's samples per second.
+func (e Epoch) Rate() float64 {
+	if e.Elapsed <= 0 {
+		return 0
+	}
+	return float64(e.Items) / e.Elapsed.Seconds()
+}
+
+// HitRate is the share of the epoch's lookups served from the cache, in percent.
+func (e Epoch) HitRate() float64 {
+	if e.CacheLookups == 0 {
+		return 0
+	}
+	return 100 * float64(e.CacheHits) / float64(e.CacheLookups)
 }
 
 // Snapshot is a live view of a running pipeline for progress displays.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package imagefolder
+
+const raceEnabled = false

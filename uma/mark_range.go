@@ -1,0 +1,136 @@
+package uma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// MarkRangePreemptible makes the chunks covering [off, off+n) PREEMPTIBLE, like
+// [Arena.MarkPreemptible] but for exactly these chunks rather than the coldest of the
+// whole arena: a cache marks each entry as soon as it is written, at the cost of one
+// checksum and one madvise per chunk. Chunks already PREEMPTIBLE are left as they
+// are; chunks with leases, pins or stable leases, LOCKED_TX or EVICTED chunks, busy
+// chunks and chunks without a re-hydrate function (unless
+// ArenaOptions.PreemptWithoutSource) are skipped and counted in the result.
+func (a *Arena) MarkRangePreemptible(ctx context.Context, off, n int64) (MarkResult, error) {
+	var res MarkResult
+	if a.pool != nil {
+		return res, fmt.Errorf("uma: mark preemptible on pool %q: pool memory has no source to re-hydrate from (use Trim)", a.name)
+	}
+	lo, hi, err := a.chunkRange(off, n)
+	if err != nil {
+		return res, err
+	}
+	if !a.u.preemptible.Load() {
+		res.Disabled = true
+		return res, nil
+	}
+	u := a.u
+	if lim := u.cfg.MaxFaultsPerSecond; lim > 0 && u.rate.perSecond(u.now()) >= lim {
+		res.Throttled = true
+		return res, nil
+	}
+	u.mu.Lock()
+	if err := a.checkOpenLocked("mark preemptible"); err != nil {
+		u.mu.Unlock()
+		return res, err
+	}
+	var cand []int
+	for i := lo; i <= hi; i++ {
+		switch {
+		case a.chunks[i].state == Preemptible:
+		case a.eligibleLocked(i, Hot, Cold, CopiedGPU) && !a.sourcedLocked(i):
+			res.NoSource++
+			res.Skipped++
+		case a.eligibleLocked(i, Hot, Cold, CopiedGPU):
+			cand = append(cand, i)
+			a.chunks[i].busy = make(chan struct{})
+		default:
+			res.Skipped++
+		}
+	}
+	u.mu.Unlock()
+	return a.markChunks(ctx, cand, res)
+}
+
+// EvictRange drops the chunks covering [off, off+n) at once (MADV_DONTNEED): they
+// become EVICTED and are re-hydrated, or refused with [ErrNoRehydrate], on next use.
+// Chunks with leases, pins, stable leases or transfers, busy chunks and chunks
+// without a source (unless ArenaOptions.PreemptWithoutSource) are left alone. It
+// returns the bytes evicted.
+func (a *Arena) EvictRange(off, n int64) (int64, error) {
+	if a.pool != nil {
+		return 0, fmt.Errorf("uma: evict on pool %q: use Trim", a.name)
+	}
+	lo, hi, err := a.chunkRange(off, n)
+	if err != nil {
+		return 0, err
+	}
+	u := a.u
+	u.mu.Lock()
+	if err := a.checkOpenLocked("evict"); err != nil {
+		u.mu.Unlock()
+		return 0, err
+	}
+	var cand []int
+	for i := lo; i <= hi; i++ {
+		if a.eligibleLocked(i, Hot, Cold, CopiedGPU, Preemptible) && a.sourcedLocked(i) {
+			cand = append(cand, i)
+			a.chunks[i].busy = make(chan struct{})
+		}
+	}
+	u.mu.Unlock()
+	return a.evictChunks(cand)
+}
+
+// PageOut asks the kernel to reclaim the PREEMPTIBLE chunks covering [off, off+n)
+// now (madvise MADV_PAGEOUT on lazily freed pages), exactly as memory pressure would,
+// without telling the ledger: the chunks stay PREEMPTIBLE and the next acquire finds
+// the loss (a fault, then re-hydration or [ErrNoRehydrate]). It makes "the kernel
+// took it" deterministic for tests and benchmarks. Chunks in other states are left
+// alone. It returns the number of chunks paged out.
+func (a *Arena) PageOut(off, n int64) (int, error) {
+	lo, hi, err := a.chunkRange(off, n)
+	if err != nil {
+		return 0, err
+	}
+	u := a.u
+	u.mu.Lock()
+	if err := a.checkOpenLocked("page out"); err != nil {
+		u.mu.Unlock()
+		return 0, err
+	}
+	var cand []int
+	for i := lo; i <= hi; i++ {
+		if a.eligibleLocked(i, Preemptible) {
+			cand = append(cand, i)
+			a.chunks[i].busy = make(chan struct{})
+		}
+	}
+	u.mu.Unlock()
+	var errs []error
+	for _, i := range cand {
+		if err := u.k.madvise(a.span(i), advisePageout); err != nil {
+			errs = append(errs, fmt.Errorf("uma: page out chunk %s: %w", a.id(i), err))
+		}
+	}
+	u.mu.Lock()
+	a.unclaimLocked2(cand)
+	u.mu.Unlock()
+	return len(cand) - len(errs), errors.Join(errs...)
+}
+
+// Resident counts the resident pages of the range with mincore, without touching
+// them (a page the kernel reclaimed and nobody read since is not resident). It
+// cannot prove bytes intact; only an acquire does.
+func (a *Arena) Resident(off, n int64) (resident, pages int, err error) {
+	if _, _, err := a.chunkRange(off, n); err != nil {
+		return 0, 0, err
+	}
+	resident, pages = a.residentPages(a.mem[off : off+n])
+	if resident < 0 {
+		return 0, pages, fmt.Errorf("uma: arena %q: mincore failed", a.name)
+	}
+	return resident, pages, nil
+}
