@@ -15,7 +15,7 @@ TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy prometheus
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: fuzz fuzz-source all run build test test-rules test-cotenant test-short tracked-check vet fmt-check staticcheck deps bench-deps bench bench-go bench-flow bench-source bench-loaders bench-torch clean
+.PHONY: fuzz fuzz-source all run build test test-rules test-cotenant test-short tracked-check vet fmt-check staticcheck deps bench-deps bench bench-go bench-flow bench-source bench-loaders bench-torch bench-cotenant clean
 
 all: build
 
@@ -133,6 +133,12 @@ bench-torch: bench-deps build
 	  psiflow-numpy=/usr/bin/python3 benchmarks/peers/psiflow_torch.py --data {data} --psiflow $(BIN) --serve-arg=-pressure=false -- \
 	  psiflow-torch=/usr/bin/python3 benchmarks/peers/psiflow_torch.py --data {data} --psiflow $(BIN) --torch --serve-arg=-pressure=false -- \
 	  psiflow-go=bin/psiflow-imagefolder -data {data}
+
+# The co-tenant grid: DataLoader, psiflow fixed/no gate, psiflow elastic, each next
+# to a co-tenant at 0/50/70/85% of 256 MiB in the same cgroup, 5 rounds (needs root).
+# COTENANT_ARGS passes more flags to the script, e.g. "-limits 256M,1G -rounds 2".
+bench-cotenant: bench-deps
+	benchmarks/cotenant/run.sh $(COTENANT_ARGS)
 
 clean:
 	rm -rf bin

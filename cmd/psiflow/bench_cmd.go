@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -46,8 +47,22 @@ Without -cold or -warm the page cache is left as earlier runs left it; a loader 
 drops its files' cache after reading (psiflow's reader does) then makes the next run
 cold. A file read for the first time is charged to the cgroup that read it.
 
+With -cotenant, each round also runs every loader next to a co-tenant, the stand-in
+for a trainer sharing its memory limit: "psiflow cotenant", started in the same cgroup
+just before the loader (blocked until it is in the group), touches SHARE × the limit of
+anonymous memory evenly over -cotenant-ramp and holds it until the loader ends. Share 0
+is the loader alone; every share runs in every round. A second table then gives, per
+limit, share and loader: co-tenant OOM kills (told apart from the loader's own and from
+the harness's kill at a timeout), whether the loader finished, its wall time over its
+own alone run in the same round, the group's memory.pressure some/full stall in % of
+the run, and the steady-state fluctuation of memory.current (stddev/mean).
+
 Creating cgroups needs root (or a delegated cgroup subtree). Groups are named
 psiflow/bench-<loader>-<n>-<pid>; those of a bench that was killed are swept at start.
+
+Example (a co-tenant at 0, 50, 70 and 85% of 256 MiB):
+  psiflow bench -data /tmp/imgs -limit 256M -cotenant 0,0.5,0.7,0.85 -cotenant-ramp 5s \
+    -rounds 5 -timeout 2m -- psiflow=bin/psiflow-imagefolder -data {data}
 
 Example (the DataLoader against psiflow, unconstrained and at 256 MiB, cold):
   go build -o bin/psiflow-imagefolder ./cmd/psiflow-imagefolder
@@ -82,22 +97,32 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	mdOut := fs.String("md", "", "also write the Markdown table to this file")
 	svgOut := fs.String("svg", "", "also plot each run's memory.current over time to this SVG file (implies -timeline)")
 	loaderStderr := fs.Bool("loader-stderr", false, "copy the loaders' standard error to this command's")
-	saved := fs.String("report", "", "instead of running, print the table (and -md, -svg) of a report saved with -json")
+	saved := fs.String("report", "", "instead of running, print the table (and -md, -svg, -json) of a report saved with -json; several, comma-separated, are merged (same loaders; rounds follow each other)")
 	timeline := fs.Bool("timeline", false, "keep each run's memory.current samples (20 Hz) in the JSON report")
+	cotenant := fs.String("cotenant", "", "comma-separated co-tenant memory shares of the limit, each in [0, 1), 0 = the loader alone (e.g. 0,0.5,0.7,0.85); needs -limit without none")
+	cotenantRamp := fs.Duration("cotenant-ramp", 5*time.Second, "time over which the co-tenant touches its memory, evenly")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *saved != "" {
-		f, err := os.Open(*saved)
-		if err != nil {
-			return err
+		var reps []*harness.Report
+		for _, path := range strings.Split(*saved, ",") {
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			rep, err := harness.ReadReport(f)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			reps = append(reps, rep)
 		}
-		rep, err := harness.ReadReport(f)
-		f.Close()
+		rep, err := harness.MergeReports(reps...)
 		if err != nil {
-			return fmt.Errorf("%s: %w", *saved, err)
+			return fmt.Errorf("-report %s: %w", *saved, err)
 		}
-		return writeBenchReport(stdout, rep, *mdOut, "", *svgOut)
+		return writeBenchReport(stdout, rep, *mdOut, *jsonOut, *svgOut)
 	}
 	loaders, err := benchLoaders(fs.Args(), *spec, *data)
 	if err != nil {
@@ -109,6 +134,26 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	if *cold && *warm {
 		return fmt.Errorf("%w: -cold and -warm exclude each other", errUsage)
+	}
+	shares, err := parseShares(*cotenant)
+	if err != nil {
+		return err
+	}
+	var co harness.CoTenant
+	if len(shares) > 0 {
+		for _, l := range lims {
+			if l <= 0 {
+				return fmt.Errorf("%w: -cotenant needs a memory limit: drop none from -limit", errUsage)
+			}
+		}
+		if *cotenantRamp < 0 {
+			return fmt.Errorf("%w: -cotenant-ramp must be ≥ 0", errUsage)
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("co-tenant: find this program: %w", err)
+		}
+		co = harness.CoTenant{Argv: []string{self, "cotenant"}, Ramp: *cotenantRamp}
 	}
 	opts := harness.Options{Timeout: *timeout, Warmup: *warmup, Cold: *cold, Warm: *warm, Timeline: *timeline || *svgOut != ""}
 	if *cold || *warm {
@@ -132,11 +177,18 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		if r.Outcome != harness.Finished {
 			rate = fmt.Sprintf("%4d batches delivered", r.Batches)
 		}
-		fmt.Fprintf(os.Stderr, "bench: %-12s limit %-8s round %d: %-10s %s  p99 %-8v peak %4d MiB  OOM kills %d  wall %v%s\n",
+		coText := ""
+		if c := r.CoTenant; c != nil {
+			coText = fmt.Sprintf("  co-tenant %g%%: %s (%d MiB touched)", math.Round(1000*c.Share)/10, c.Fate, c.Touched>>20)
+		}
+		if r.PSI != nil {
+			coText += fmt.Sprintf("  PSI some %.1f%% full %.1f%%", r.PSI.SomePct, r.PSI.FullPct)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %-12s limit %-8s round %d: %-10s %s  p99 %-8v peak %4d MiB  OOM kills %d  wall %v%s%s\n",
 			r.Loader, harness.FormatBytes(r.Limit), r.Round, r.Outcome, rate, r.P99.Round(time.Millisecond),
-			r.PeakBytes>>20, r.OOMKills, r.Wall.Round(100*time.Millisecond), detailSuffix(r.Detail))
+			r.PeakBytes>>20, r.OOMKills, r.Wall.Round(100*time.Millisecond), coText, detailSuffix(r.Detail))
 	}
-	rep, runErr := harness.Compare(ctx, harness.Plan{Loaders: loaders, Limits: lims, Rounds: *rounds, Baseline: *baseline, Options: opts}, progress)
+	rep, runErr := harness.Compare(ctx, harness.Plan{Loaders: loaders, Limits: lims, Rounds: *rounds, Baseline: *baseline, Options: opts, Shares: shares, CoTenant: co}, progress)
 	if rep == nil {
 		return runErr
 	}
@@ -292,6 +344,25 @@ func parseLimits(s string) ([]int64, error) {
 		if err != nil || v <= 0 || v > maxMemory {
 			return nil, fmt.Errorf("%w: -limit %q: item %s: want none or a size like 256M", errUsage, s, strconv.Quote(f))
 		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseShares parses "0,0.5,0.7,0.85" (co-tenant shares of the limit); "" is none.
+func parseShares(s string) ([]float64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []float64
+	seen := map[float64]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(v >= 0 && v < 1) || seen[v] {
+			return nil, fmt.Errorf("%w: -cotenant %q: item %s: want distinct shares of the limit in [0, 1), like 0.7", errUsage, s, strconv.Quote(f))
+		}
+		seen[v] = true
 		out = append(out, v)
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -133,5 +134,78 @@ echo '{"event":"done","samples":50,"t":6}'
 	}
 	if i := strings.Index(out.String(), "| limit |"); i < 0 || !strings.Contains(again.String(), out.String()[i:]) {
 		t.Errorf("bench -report printed\n%s\nwant the table of\n%s", again.String(), out.String())
+	}
+}
+
+func TestParseShares(t *testing.T) {
+	got, err := parseShares("0, 0.5,0.7,0.85")
+	if err != nil || len(got) != 4 || got[0] != 0 || got[3] != 0.85 {
+		t.Fatalf("parseShares = %v, %v", got, err)
+	}
+	if got, err := parseShares(""); err != nil || got != nil {
+		t.Errorf("empty: %v, %v; want none", got, err)
+	}
+	for _, bad := range []string{"1", "-0.1", "0.5,0.5", "half", "0,,0.5"} {
+		if _, err := parseShares(bad); err == nil || !errors.Is(err, errUsage) {
+			t.Errorf("parseShares(%q) error %v, want a usage error", bad, err)
+		}
+	}
+}
+
+func TestBenchCoTenantNeedsLimit(t *testing.T) {
+	err := runBench(context.Background(), io.Discard, []string{"-cotenant", "0,0.5", "-limit", "none,256M", "--", "a=/bin/true"})
+	if err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "memory limit") {
+		t.Errorf("error %v, want a usage error about the memory limit", err)
+	}
+}
+
+// envRunMain makes the test binary run the launcher itself (the co-tenant of
+// TestBenchCoTenantEndToEnd is "<this binary> cotenant ...").
+const envRunMain = "PSIFLOW_CMD_TEST_RUN_MAIN"
+
+func TestBenchCoTenantEndToEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating cgroups needs root")
+	}
+	t.Setenv(envRunMain, "1")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "loader.sh")
+	// Batches for about 1.5 s of real time, so that the co-tenant's 200 ms ramp ends
+	// while the loader runs.
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do sleep 0.1; echo "{\"event\":\"batch\",\"n\":10,\"t\":$i}"; done
+echo '{"event":"done","samples":150,"t":16}'
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(dir, "report.json")
+	var out bytes.Buffer
+	code := dispatch(context.Background(), &out, &out, []string{"bench", "-rounds", "1", "-warmup", "1", "-limit", "128M",
+		"-cotenant", "0,0.3", "-cotenant-ramp", "200ms", "-timeout", "30s", "-json", jsonPath, "--", "one=" + script})
+	if code != 0 && strings.Contains(out.String(), "no memory controller") {
+		t.Skipf("no memory controller: %s", out.String())
+	}
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{"| 128 MiB | 30% | one | 1/1 | 0/1 | 0 |", "| 128 MiB | alone | one | 1/1 | – | 0 | 1.00 |", " cotenant -bytes SHARE×LIMIT -ramp 200ms`"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep harness.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 2 || rep.Runs[1].CoTenant == nil {
+		t.Fatalf("runs %+v, want an alone run and one with a co-tenant", rep.Runs)
+	}
+	c := rep.Runs[1].CoTenant
+	if want := int64(rep.Runs[1].Share * float64(128<<20)); c.Fate != harness.CoSurvived || c.Bytes != want || c.Touched < want || c.Held == 0 {
+		t.Errorf("co-tenant %+v, want it to survive holding %d bytes", c, want)
 	}
 }

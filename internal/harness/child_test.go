@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +19,18 @@ import (
 //	fail          report one batch, write "boom" on stderr, exit with status 3
 //	doneerr       report a done event with an error, exit 0
 //	orphan        start a child that sleeps holding stdout, then report done and exit
+//	run:S:MIB     touch MIB MiB, then report a batch of 8 every 50 ms for S seconds, done
+//	cotenant      the co-tenant (CoTenantMain) with the arguments after -test.run
+//
+// With envOOMAdj set, the child first writes it to /proc/self/oom_score_adj (1000: the
+// OOM killer's first choice).
 func childMain(mode string) int {
+	if adj := os.Getenv(envOOMAdj); adj != "" {
+		if err := os.WriteFile("/proc/self/oom_score_adj", []byte(adj), 0); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	f := strings.Split(mode, ":")
 	arg := func(i int) float64 {
 		v, _ := strconv.ParseFloat(f[i], 64)
@@ -41,6 +53,27 @@ func childMain(mode string) int {
 		fmt.Println(`{"event":"batch","n":1,"t":0.5}`)
 		fmt.Println(`{"event":"done","samples":1,"t":0.6}`)
 		runtime.KeepAlive(buf)
+		return 0
+	case "run":
+		start := time.Now()
+		buf := make([]byte, int(arg(2))<<20)
+		for i := 0; i < len(buf); i += 4096 {
+			buf[i] = 1
+		}
+		n := 0
+		for time.Since(start) < time.Duration(arg(1)*float64(time.Second)) {
+			time.Sleep(50 * time.Millisecond)
+			fmt.Printf(`{"event":"batch","n":8,"t":%g}`+"\n", time.Since(start).Seconds())
+			n += 8
+		}
+		fmt.Printf(`{"event":"done","samples":%d,"t":%g}`+"\n", n, time.Since(start).Seconds())
+		runtime.KeepAlive(buf)
+		return 0
+	case "cotenant":
+		if err := CoTenantMain(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		return 0
 	case "hang":
 		fmt.Println(`{"event":"batch","n":1,"t":0.5}`)
@@ -75,5 +108,18 @@ func fake(name, mode string) Loader {
 		Argv: []string{os.Args[0], "-test.run=^$"},
 		// GORACE: the race runtime otherwise sleeps 1 s at exit in every child.
 		Env: []string{envChild + "=" + mode, "GORACE=atexit_sleep_ms=0"},
+	}
+}
+
+// envOOMAdj is the oom_score_adj a fake loader sets for itself.
+const envOOMAdj = "PSIFLOW_HARNESS_TEST_OOM_ADJ"
+
+// fakeCoTenant returns a co-tenant running the test binary's cotenant mode.
+func fakeCoTenant(bytes int64, ramp time.Duration) *CoTenant {
+	return &CoTenant{
+		Argv:  []string{os.Args[0], "-test.run=^$"},
+		Env:   []string{envChild + "=cotenant", "GORACE=atexit_sleep_ms=0"},
+		Bytes: bytes,
+		Ramp:  ramp,
 	}
 }

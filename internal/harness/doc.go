@@ -1,6 +1,6 @@
 // Package harness runs data loaders side by side under the same memory limit and
 // reports what each achieved: throughput, batch latency, the cgroup's peak memory and
-// OOM kills.
+// OOM kills, alone or next to a co-tenant that takes a share of the limit.
 //
 // # How a run works
 //
@@ -30,6 +30,31 @@
 // ([Report.WriteJSON], every run included) or an SVG plot of each run's memory use over
 // time ([Report.WriteSVG], with Options.Timeline). Cold runs drop the page cache of the data
 // files before each run ([DropCache]).
+//
+// # A co-tenant
+//
+// The loader shares its memory limit with a training process in real use. With
+// Options.CoTenant, [Run] starts a co-tenant in the run's group just before the loader,
+// blocked until its PID is in the group's cgroup.procs (charges do not move with a
+// process), with a pipe as standard input. The co-tenant ([RunCoTenant]; "psiflow
+// cotenant" runs it) touches its bytes of anonymous memory evenly over its ramp and
+// holds them until the harness closes that pipe when the loader has ended. Each run
+// then reports:
+//
+//   - what became of the co-tenant ([CoTenantFate]): a SIGKILL the harness did not send,
+//     with the group's OOM-kill counter up, is the OOM killer's; the harness notes
+//     whether the co-tenant was already dead (or a zombie) before its own SIGKILL at a
+//     timeout, so that the two are told apart, and the loader's OOM kills are the
+//     group's minus the co-tenant's;
+//   - the growth of the group's memory.pressure some and full totals from the start to
+//     the loader's end, as a share of the wall time ([PSITotals]);
+//   - the fluctuation of memory.current in steady state, stddev/mean of the samples from
+//     the end of the warm-up and of the co-tenant's ramp to the last batch
+//     ([SteadyFluctuation]).
+//
+// [Plan].Shares runs every loader at every share of the limit in every round (share 0:
+// alone), the loaders alternating, and each summary gives the loader's wall time over
+// its own alone run in the same round.
 //
 // The launcher's "psiflow bench" command is the front end.
 //

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strings"
 )
 
@@ -26,24 +28,83 @@ func ReadReport(r io.Reader) (*Report, error) {
 		return nil, fmt.Errorf("harness: read JSON report: %w", err)
 	}
 	var limits []int64
+	var shares []float64
 	seen := map[int64]bool{}
+	seenShare := map[float64]bool{}
+	addShare := func(v float64) {
+		if !seenShare[v] {
+			seenShare[v] = true
+			shares = append(shares, v)
+		}
+	}
+	for _, v := range rep.Shares {
+		addShare(v)
+	}
 	for _, s := range rep.Summaries {
 		if !seen[s.Limit] {
 			seen[s.Limit] = true
 			limits = append(limits, s.Limit)
 		}
+		addShare(s.Share)
 	}
 	for _, run := range rep.Runs {
 		if !seen[run.Limit] {
 			seen[run.Limit] = true
 			limits = append(limits, run.Limit)
 		}
+		addShare(run.Share)
+	}
+	if len(shares) == 0 {
+		shares = []float64{0}
 	}
 	if rep.Baseline == "" && len(rep.Loaders) > 0 {
 		rep.Baseline = rep.Loaders[0].Name
 	}
-	rep.Summaries = summarize(rep.Runs, rep.Loaders, limits, rep.Baseline)
+	rep.Summaries = summarize(rep.Runs, rep.Loaders, limits, shares, rep.Baseline)
 	return &rep, nil
+}
+
+// MergeReports joins reports of the same plan made by separate runs of the harness
+// (the same loaders, names and commands, in the same order) into one: the runs of each
+// later report follow the earlier ones with their rounds renumbered after them, and
+// the summaries are recomputed. Date, host and settings are the first report's; the
+// rounds are the sum.
+func MergeReports(reps ...*Report) (*Report, error) {
+	if len(reps) == 0 {
+		return nil, fmt.Errorf("harness: merge reports: none")
+	}
+	out := *reps[0]
+	out.Runs = append([]Result(nil), reps[0].Runs...)
+	for i, r := range reps[1:] {
+		if len(r.Loaders) != len(out.Loaders) {
+			return nil, fmt.Errorf("harness: merge reports: report %d has %d loaders, the first %d", i+2, len(r.Loaders), len(out.Loaders))
+		}
+		for j, l := range r.Loaders {
+			if l.Name != out.Loaders[j].Name || strings.Join(l.Argv, "\x00") != strings.Join(out.Loaders[j].Argv, "\x00") {
+				return nil, fmt.Errorf("harness: merge reports: report %d: loader %d is %s (%q), the first report's %s (%q)",
+					i+2, j+1, l.Name, l.Argv, out.Loaders[j].Name, out.Loaders[j].Argv)
+			}
+		}
+		offset := out.Rounds
+		for _, run := range r.Runs {
+			run.Round += offset
+			out.Runs = append(out.Runs, run)
+		}
+		out.Rounds += r.Rounds
+		for _, sh := range r.Shares {
+			if !slices.Contains(out.Shares, sh) {
+				out.Shares = append(out.Shares, sh)
+			}
+		}
+		if out.CoTenant == nil {
+			out.CoTenant = r.CoTenant
+		}
+	}
+	var js strings.Builder
+	if err := out.WriteJSON(&js); err != nil {
+		return nil, err
+	}
+	return ReadReport(strings.NewReader(js.String()))
 }
 
 // WriteMarkdown writes the report as Markdown for docs/BENCHMARKS.md: a line saying
@@ -77,20 +138,74 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		if len(why) > 0 {
 			fin += " (" + strings.Join(why, ", ") + ")"
 		}
+		limit := FormatBytes(s.Limit)
+		if r.CoTenant != nil {
+			limit += ", " + fmtShare(s.Share)
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
-			FormatBytes(s.Limit), s.Loader, fin,
+			limit, s.Loader, fin,
 			fmtStat(s.SamplesPerSec, 1, "%.0f"), fmtSpeedRatio(s, r.Baseline),
 			fmtStat(s.P50, 1, "%.0f"), fmtStat(s.P99, 1, "%.0f"),
 			fmtStat(s.Peak, 1<<20, "%.0f"), fmtRatio(s.PeakRatio), s.OOMKills)
 	}
-	b.WriteString("\nMedians over finished runs, range over rounds in parentheses; × baseline: samples/s over the baseline's in the same round (both ran back to back), else the ratio of the medians; peak memory (the cgroup's, all processes, page cache included) over all runs; DNF: no run finished.\n\nCommands:\n\n")
+	b.WriteString("\nMedians over finished runs, range over rounds in parentheses; × baseline: samples/s over the baseline's in the same round (both ran back to back), else the ratio of the medians; peak memory (the cgroup's, all processes, page cache included) over all runs; DNF: no run finished.\n")
+	if r.CoTenant != nil {
+		r.writeCoTenant(&b)
+	}
+	b.WriteString("\nCommands:\n\n")
 	for _, l := range r.Loaders {
 		fmt.Fprintf(&b, "- %s: `%s`\n", l.Name, strings.Join(l.Argv, " "))
+	}
+	if r.CoTenant != nil {
+		fmt.Fprintf(&b, "- co-tenant: `%s -bytes SHARE×LIMIT -ramp %v`\n", strings.Join(r.CoTenant.Argv, " "), r.CoTenant.Ramp)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("harness: write Markdown report: %w", err)
 	}
 	return nil
+}
+
+// writeCoTenant writes the co-tenant table: per limit, share and loader, what became of
+// the co-tenant and of the loader, the slowdown against the loader's alone run, the
+// group's memory stall and the steady-state fluctuation of its memory.
+func (r *Report) writeCoTenant(b *strings.Builder) {
+	fmt.Fprintf(b, "\nWith a co-tenant in the same memory cgroup (it touches SHARE × the limit of anonymous memory evenly over %v, started with the loader, and holds it until the loader ends):\n\n", r.CoTenant.Ramp)
+	b.WriteString("| limit | co-tenant | loader | loader finished | co-tenant OOM kills | loader OOM kills | × alone (wall) | PSI some % | PSI full % | fluctuation % |\n")
+	b.WriteString("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, s := range r.Summaries {
+		kills := "–"
+		if s.Share > 0 {
+			kills = fmt.Sprintf("%d/%d", s.CoTenantOOMKilled, s.Runs)
+		}
+		slow := "1.00"
+		if s.Share > 0 {
+			slow = fmtStat(s.Slowdown, 1, "%.2f")
+			if s.Slowdown.N == 0 {
+				slow = "–"
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d/%d | %s | %d | %s | %s | %s | %s |\n",
+			FormatBytes(s.Limit), fmtShare(s.Share), s.Loader, s.Finished, s.Runs, kills, s.LoaderOOMKills, slow,
+			fmtStatOr(s.PSISome, "%.1f"), fmtStatOr(s.PSIFull, "%.1f"), fmtStatOr(s.Fluctuation, "%.1f"))
+	}
+	b.WriteString("\nco-tenant OOM kills: runs in which the kernel's OOM killer chose the co-tenant (told apart from the loader's own kills and from the harness's SIGKILL at a timeout), over runs; × alone: the loader's wall time over its own run without a co-tenant in the same round, where both finished; PSI: growth of the group's memory.pressure some/full totals over the run, in % of its wall time; fluctuation: stddev/mean of the group's memory.current (20 Hz) from the end of the warm-up and of the co-tenant's ramp to the last batch. Medians, range over rounds in parentheses.\n")
+}
+
+// fmtShare writes a co-tenant share: "alone" for 0, else a percentage.
+func fmtShare(v float64) string {
+	if v <= 0 {
+		return "alone"
+	}
+	return fmt.Sprintf("%g%%", math.Round(1000*v)/10)
+}
+
+// fmtStatOr is fmtStat with "–" where there are no values (no PSI file, no steady
+// state) rather than DNF.
+func fmtStatOr(s Stat, f string) string {
+	if s.N == 0 {
+		return "–"
+	}
+	return fmtStat(s, 1, f)
 }
 
 func fmtStat(s Stat, unit float64, f string) string {

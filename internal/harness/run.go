@@ -20,6 +20,7 @@ import (
 
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
+	"github.com/psiflow/psiflow/pressure"
 )
 
 // Defaults for [Options].
@@ -84,6 +85,10 @@ type Options struct {
 	Stderr io.Writer
 	// Timeline keeps the sampled memory usage of each run in Result.Memory.
 	Timeline bool
+	// CoTenant, if set with positive Bytes, is started in the run's group just before
+	// the loader (blocked until it is in the group, like the loader), ramps its memory
+	// and holds it until the loader has ended; see [CoTenant] and Result.CoTenant.
+	CoTenant *CoTenant
 }
 
 // Outcome is how a run ended.
@@ -145,8 +150,25 @@ type Result struct {
 	PeakSource string `json:"peak_source"`
 	// PeakSampled is the largest memory.current sample.
 	PeakSampled int64 `json:"peak_sampled_bytes"`
-	// OOMKills counts processes of the group killed by the OOM killer.
+	// OOMKills counts processes of the group killed by the OOM killer, the co-tenant's
+	// included.
 	OOMKills uint64 `json:"oom_kills"`
+	// LoaderOOMKills counts those that were the loader's (OOMKills minus the
+	// co-tenant's); CoTenantOOMKills is 1 when the OOM killer chose the co-tenant.
+	LoaderOOMKills   uint64 `json:"loader_oom_kills"`
+	CoTenantOOMKills uint64 `json:"cotenant_oom_kills"`
+	// CoTenant is what became of the co-tenant (nil without one); Share repeats its
+	// share of the limit (0 without one).
+	CoTenant *CoTenantResult `json:"cotenant,omitempty"`
+	Share    float64         `json:"cotenant_share"`
+	// PSI is the group's memory stall over the run, from memory.pressure at the start
+	// and when the loader ended (nil where the group has no such file; PSIError says
+	// why).
+	PSI      *PSITotals `json:"psi,omitempty"`
+	PSIError string     `json:"psi_error,omitempty"`
+	// Steady is the fluctuation of memory.current in the run's steady state: from the
+	// end of the warm-up (and the co-tenant's ramp) to the loader's last batch.
+	Steady Fluctuation `json:"steady"`
 	// Leftover counts processes still in the group after the loader exited (killed
 	// by the harness).
 	Leftover int `json:"leftover_processes"`
@@ -186,6 +208,12 @@ func Run(ctx context.Context, l Loader, o Options) (res Result, err error) {
 		o.GroupPrefix = DefaultGroupPrefix
 	}
 	res = Result{Loader: l.Name, Limit: max(o.MemoryLimit, 0), Cold: o.Cold, Warm: o.Warm && !o.Cold, DoneSamples: -1, ExitCode: -1}
+	if o.CoTenant != nil && o.CoTenant.Bytes <= 0 {
+		o.CoTenant = nil
+	}
+	if o.CoTenant != nil {
+		res.Share = o.CoTenant.Share
+	}
 	// The blocked start execs the program only after moving it into the group, where a
 	// missing program shows up as exit status 127; find it first to fail clearly.
 	if _, err := exec.LookPath(l.Argv[0]); err != nil {
@@ -233,16 +261,39 @@ func run(ctx context.Context, g *cgroup.Group, l Loader, o Options, res *Result)
 	}
 	defer outR.Close()
 	defer errR.Close()
+	psiPath := ""
+	var psi0 pressure.PSI
+	if d := g.V2Dir(); d != "" {
+		psiPath = filepath.Join(d, "memory.pressure")
+		if psi0, err = pressure.ReadPSI(psiPath); err != nil {
+			res.PSIError = err.Error()
+			psiPath = ""
+		}
+	} else {
+		res.PSIError = "the group has no cgroup2 directory, so no memory.pressure"
+	}
 	cmd := exec.Command(l.Argv[0], l.Argv[1:]...)
 	cmd.Env = append(os.Environ(), l.Env...)
 	cmd.Dir = l.Dir
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.Stdin = nil
 	res.Start = time.Now()
+	var co *coProc
+	if o.CoTenant != nil {
+		if co, err = startCoTenant(g, *o.CoTenant, res.Start); err != nil {
+			outW.Close()
+			errW.Close()
+			return fmt.Errorf("harness: loader %q: %w", l.Name, err)
+		}
+	}
 	err = g.Start(cmd)
 	outW.Close()
 	errW.Close()
 	if err != nil {
+		if co != nil {
+			co.markStopping()
+			co.stop()
+		}
 		return fmt.Errorf("harness: loader %q: %w", l.Name, err)
 	}
 	start := res.Start
@@ -251,6 +302,7 @@ func run(ctx context.Context, g *cgroup.Group, l Loader, o Options, res *Result)
 	var (
 		wg      sync.WaitGroup
 		events  []protocol.Event
+		arrived []float64 // seconds since start at which each batch event arrived
 		perrs   []error
 		ignored int
 		tail    tailBuffer
@@ -268,6 +320,9 @@ func run(ctx context.Context, g *cgroup.Group, l Loader, o Options, res *Result)
 					perrs = append(perrs, perr)
 				case ok:
 					events = append(events, ev)
+					if ev.Event == protocol.Batch {
+						arrived = append(arrived, time.Since(start).Seconds())
+					}
 				default:
 					ignored++
 				}
@@ -296,9 +351,7 @@ func run(ctx context.Context, g *cgroup.Group, l Loader, o Options, res *Result)
 		for {
 			if v, err := g.MemoryCurrent(); err == nil {
 				sampled = max(sampled, v)
-				if o.Timeline {
-					timeline = append(timeline, Point{T: time.Since(start).Seconds(), Bytes: v})
-				}
+				timeline = append(timeline, Point{T: time.Since(start).Seconds(), Bytes: v})
 			}
 			select {
 			case <-stopSampler:
@@ -313,19 +366,50 @@ func run(ctx context.Context, g *cgroup.Group, l Loader, o Options, res *Result)
 	timer := time.NewTimer(o.Timeout - time.Since(start))
 	defer timer.Stop()
 	var waitErr, killErr, ctxErr error
+	var psi1 pressure.PSI
+	var psiErr error
+	// ended takes what must be read the moment the loader is gone (or about to be
+	// killed): the wall time, the stall totals, and whether the co-tenant still lives.
+	ended := func() {
+		res.Wall = time.Since(start)
+		if psiPath != "" {
+			psi1, psiErr = pressure.ReadPSI(psiPath)
+		}
+		if co != nil {
+			co.markStopping()
+		}
+	}
+	killGroup := func() {
+		if co != nil {
+			co.markKilled()
+		}
+		killErr = g.Kill(killGrace)
+	}
 	timedOut := false
 	select {
 	case waitErr = <-waited:
+		ended()
 	case <-timer.C:
 		timedOut = true
-		killErr = g.Kill(killGrace)
+		ended()
+		killGroup()
 		waitErr = <-waited
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
-		killErr = g.Kill(killGrace)
+		ended()
+		killGroup()
 		waitErr = <-waited
 	}
-	res.Wall = time.Since(start)
+	if co != nil {
+		co.stop()
+	}
+	switch {
+	case psiErr != nil:
+		res.PSIError = psiErr.Error()
+	case psiPath != "":
+		t := psiDelta(psi0, psi1, res.Wall, psiPath)
+		res.PSI = &t
+	}
 	// Whatever the loader left behind (worker processes, a daemon) goes now.
 	if procs, err := g.Procs(); err == nil {
 		res.Leftover = len(procs)
@@ -347,7 +431,9 @@ func run(ctx context.Context, g *cgroup.Group, l Loader, o Options, res *Result)
 	close(stopSampler)
 	<-samplerDone
 	res.PeakSampled = sampled
-	res.Memory = timeline
+	if o.Timeline {
+		res.Memory = timeline
+	}
 	res.PeakFile, res.PeakSource = filePeak(g)
 	res.PeakBytes = max(res.PeakFile, res.PeakSampled)
 	if res.PeakFile == 0 || res.PeakSampled > res.PeakFile {
@@ -356,9 +442,19 @@ func run(ctx context.Context, g *cgroup.Group, l Loader, o Options, res *Result)
 	if ev, err := g.MemoryEvents(); err == nil {
 		res.OOMKills = ev.OOMKill
 	}
+	res.LoaderOOMKills = res.OOMKills
+	if co != nil {
+		cr := co.finish(res.OOMKills)
+		res.CoTenant = &cr
+		if cr.Fate == CoOOMKilled {
+			res.CoTenantOOMKills = 1
+			res.LoaderOOMKills = res.OOMKills - 1
+		}
+	}
 	res.StderrTail = tail.String()
 	res.Ignored = ignored
 	res.Metrics = Measure(events, o.Warmup)
+	res.Steady = steadyWindow(timeline, arrived, res.Metrics.Warmup, co)
 	var done *protocol.Event
 	for i := range events {
 		if events[i].Event == protocol.Done {
@@ -369,7 +465,7 @@ func run(ctx context.Context, g *cgroup.Group, l Loader, o Options, res *Result)
 		res.DoneSamples = done.Samples
 	}
 	res.ExitCode = exitCode(waitErr)
-	res.Outcome, res.Detail = classify(timedOut, ctxErr != nil, res.OOMKills, waitErr, done, o.Timeout, res.StderrTail)
+	res.Outcome, res.Detail = classify(timedOut, ctxErr != nil, res.LoaderOOMKills, waitErr, done, o.Timeout, res.StderrTail)
 	if len(perrs) > 0 {
 		res.Detail = strings.TrimSpace(res.Detail + "; " + fmt.Sprintf("%d bad protocol lines, first: %v", len(perrs), perrs[0]))
 	}
@@ -380,6 +476,29 @@ func run(ctx context.Context, g *cgroup.Group, l Loader, o Options, res *Result)
 		return fmt.Errorf("harness: loader %q: %w", l.Name, ctxErr)
 	}
 	return nil
+}
+
+// steadyWindow computes the fluctuation of memory.current from the arrival of the last
+// warm-up batch (the first batch without warm-up), or the co-tenant's held event if
+// later, to the arrival of the last batch. A co-tenant that never held its memory
+// leaves no steady state.
+func steadyWindow(timeline []Point, arrived []float64, warmup int, co *coProc) Fluctuation {
+	if len(arrived) == 0 {
+		return Fluctuation{}
+	}
+	from := arrived[max(warmup-1, 0)]
+	to := arrived[len(arrived)-1]
+	if co != nil {
+		h := co.heldAt()
+		if h == 0 {
+			return Fluctuation{}
+		}
+		from = max(from, h.Seconds())
+	}
+	if from >= to {
+		return Fluctuation{From: from, To: to}
+	}
+	return SteadyFluctuation(timeline, from, to)
 }
 
 // classify decides a run's outcome.

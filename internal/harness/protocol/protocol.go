@@ -16,6 +16,11 @@ const (
 	Batch = "batch"
 	// Done is the loader's last line; Samples is its own total, Error non-empty on failure.
 	Done = "done"
+	// Ramp is a co-tenant's progress while it ramps its memory: Bytes touched so far.
+	Ramp = "ramp"
+	// Held is a co-tenant's line once it has touched all its Bytes and starts holding
+	// them.
+	Held = "held"
 )
 
 // Event is one protocol line.
@@ -30,6 +35,9 @@ type Event struct {
 	Samples int64 `json:"samples,omitempty"`
 	// Error, in a done event, says why the loader gave up.
 	Error string `json:"error,omitempty"`
+	// Bytes, in ramp and held events of a co-tenant, is the anonymous memory it has
+	// touched.
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // Parse decodes one line. ok is false for lines that are not protocol lines (blank,
@@ -49,6 +57,9 @@ func Parse(line []byte) (ev Event, ok bool, err error) {
 	}
 	if ev.Event == Batch && ev.N < 0 {
 		return ev, true, fmt.Errorf("protocol: batch event: negative size %d in %q", ev.N, s)
+	}
+	if ev.Bytes < 0 {
+		return ev, true, fmt.Errorf("protocol: %s event: negative bytes %d in %q", ev.Event, ev.Bytes, s)
 	}
 	return ev, true, nil
 }
@@ -87,6 +98,14 @@ func (e *Emitter) Done(cause error) error {
 	if cause != nil {
 		ev.Error = cause.Error()
 	}
+	return e.emit(ev)
+}
+
+// Emit writes ev with its time set to now; it is for events other than batch and done
+// (a co-tenant's [Ramp] and [Held]).
+func (e *Emitter) Emit(ev Event) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.emit(ev)
 }
 

@@ -28,6 +28,9 @@ func TestParse(t *testing.T) {
 		{name: "json without event", line: `{"n":3}`, ok: false},
 		{name: "negative n", line: `{"event":"batch","n":-1,"t":1}`, ok: true, wantErr: true},
 		{name: "negative t", line: `{"event":"batch","n":1,"t":-1}`, ok: true, wantErr: true},
+		{name: "co-tenant ramp", line: `{"event":"ramp","bytes":4096,"t":0.2}`, want: Event{Event: Ramp, Bytes: 4096, T: 0.2}, ok: true},
+		{name: "co-tenant held", line: `{"event":"held","bytes":8192,"t":5}`, want: Event{Event: Held, Bytes: 8192, T: 5}, ok: true},
+		{name: "negative bytes", line: `{"event":"held","bytes":-1,"t":5}`, ok: true, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

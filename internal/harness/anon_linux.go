@@ -1,0 +1,15 @@
+//go:build linux
+
+package harness
+
+import "golang.org/x/sys/unix"
+
+// anonMemory maps n bytes of private anonymous memory, untouched (nothing is charged
+// until a page is written).
+func anonMemory(n int64) ([]byte, func(), error) {
+	m, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, func() { _ = unix.Munmap(m) }, nil
+}
