@@ -41,6 +41,12 @@ type Policy struct {
 	// DisableMinDefault keeps MinPermits at 0 when it is 0 (the zero value otherwise
 	// means the default 1).
 	DisableMinDefault bool
+	// Trickle guarantees progress while the gate is stopped: when the limit is 0,
+	// nothing admitted is still in flight and someone waits, one waiter is admitted
+	// every Trickle (default 500ms; negative: never). A loader whose cgroup stays at
+	// its limit (a co-tenant holding the rest, reclaim reported without stall) then
+	// runs at its floor, one element at a time, instead of waiting for ever.
+	Trickle time.Duration
 }
 
 func (p *Policy) fill() {
@@ -67,6 +73,9 @@ func (p *Policy) fill() {
 	}
 	if p.ShedEvery == 0 {
 		p.ShedEvery = time.Second
+	}
+	if p.Trickle == 0 {
+		p.Trickle = 500 * time.Millisecond
 	}
 }
 
@@ -112,10 +121,13 @@ const (
 	DecisionRecover
 	// DecisionReopen: the limit went from zero to positive.
 	DecisionReopen
+	// DecisionTrickle: a waiter was admitted while the gate was stopped, because
+	// nothing was in flight for Policy.Trickle (progress at the floor).
+	DecisionTrickle
 	numDecisions
 )
 
-var decisionNames = [...]string{"admit", "admit_after_wait", "refuse", "cancel", "cut", "stop", "shed", "shed_error", "recover", "reopen"}
+var decisionNames = [...]string{"admit", "admit_after_wait", "refuse", "cancel", "cut", "stop", "shed", "shed_error", "recover", "reopen", "trickle"}
 
 // String returns the decision's metric label, e.g. "admit" or "cut".
 func (d Decision) String() string {
@@ -175,7 +187,10 @@ type Gate struct {
 	// lastCut and lastShed rate-limit cuts and sheds; quietSince is when the level
 	// last became Normal; lastStep is the time of the last recovery step.
 	lastCut, lastShed, quietSince, lastStep time.Time
-	counts                                  [numDecisions]uint64
+	// idleSince is when a stopped gate was first seen with waiters and nothing in
+	// flight (zero otherwise): the start of the wait before a trickle.
+	idleSince time.Time
+	counts    [numDecisions]uint64
 
 	shedMu sync.Mutex
 	sheds  []namedShed
@@ -341,6 +356,27 @@ func (g *Gate) Apply(l Level, now time.Time) (shed bool) {
 func (g *Gate) Advance(now time.Time) (next time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.limit == 0 && g.level >= LevelFull && g.p.Trickle > 0 {
+		// Stopped: make sure something still moves (see Policy.Trickle). The
+		// caller is asked back every Trickle while the gate stays stopped.
+		switch {
+		case g.inUse > 0 || len(g.waiters) == 0:
+			g.idleSince = time.Time{}
+		case g.idleSince.IsZero():
+			g.idleSince = now
+		case now.Sub(g.idleSince) >= g.p.Trickle:
+			w := g.waiters[0]
+			g.waiters[0] = nil
+			g.waiters = g.waiters[1:]
+			g.inUse++
+			w.granted = true
+			g.counts[DecisionTrickle]++
+			close(w.ready)
+			g.idleSince = time.Time{}
+		}
+		return now.Add(g.p.Trickle)
+	}
+	g.idleSince = time.Time{}
 	if g.level != LevelNormal || g.limit >= g.p.MaxPermits {
 		return time.Time{}
 	}

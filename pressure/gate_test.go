@@ -3,6 +3,7 @@ package pressure
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -316,4 +317,67 @@ func BenchmarkGateAcquireReleaseParallel(b *testing.B) {
 			g.Release()
 		}
 	})
+}
+
+// TestGateTricklesWhileStopped: a gate stopped at Full with nothing in flight
+// admits one waiter per Policy.Trickle, so the loader runs at its floor instead of
+// waiting for ever; while an admitted element is in flight it admits none.
+func TestGateTricklesWhileStopped(t *testing.T) {
+	g, err := NewGate(Policy{MaxPermits: 4, Trickle: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(100, 0)
+	g.Apply(LevelFull, t0)
+	got := make(chan error, 2)
+	for range 2 {
+		go func() { got <- g.Acquire(context.Background()) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); g.Stats().Waiting != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiters: %+v", g.Stats())
+		}
+		runtime.Gosched()
+	}
+	steps := []struct {
+		at       time.Duration
+		release  bool // release the permit granted before this step
+		admitted int  // waiters admitted by now
+	}{
+		{0, false, 0},                      // idle is first seen
+		{50 * time.Millisecond, false, 0},  // not yet a trickle's wait
+		{100 * time.Millisecond, false, 1}, // one admitted
+		{300 * time.Millisecond, false, 1}, // it is in flight: nothing more
+		{400 * time.Millisecond, true, 1},  // released: idle seen again
+		{500 * time.Millisecond, false, 2}, // the second admitted
+	}
+	admitted := 0
+	for i, st := range steps {
+		if st.release {
+			g.Release()
+		}
+		if next := g.Advance(t0.Add(st.at)); next.IsZero() {
+			t.Fatalf("step %d: a stopped gate with waiters asked not to be called back", i)
+		}
+		for admitted < st.admitted {
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+				admitted++
+			case <-time.After(10 * time.Second):
+				t.Fatalf("step %d: %d admitted, want %d", i, admitted, st.admitted)
+			}
+		}
+		select {
+		case <-got:
+			t.Fatalf("step %d: more than %d admitted", i, st.admitted)
+		default:
+		}
+	}
+	if n := g.Stats().Decisions[DecisionTrickle]; n != 2 {
+		t.Fatalf("trickle decisions %d, want 2", n)
+	}
+	g.Release()
 }
