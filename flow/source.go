@@ -68,6 +68,21 @@ func (e *Emitter[T]) Emit(ctx context.Context, v T) error {
 	return err
 }
 
+// EmitAdmitted sends v downstream without a gate permit or budget bytes of its own:
+// for an element that its producer has already charged to the budget and whose
+// production already passed the gate (a read that took a permit for itself, as the
+// gated readers of source/flowsrc do). Asking the gate again for data already read
+// would hold its buffers while the gate is closed, and the reads whose permits are
+// released only as their results are taken would never complete. If ctx ends, v is
+// discarded and ctx's error returned. Calling it after Reserve is an error.
+func (e *Emitter[T]) EmitAdmitted(ctx context.Context, v T) error {
+	if e.pending {
+		stage.Discard(stage.Envelope[T]{Value: v})
+		return errors.New("flow: EmitAdmitted called after Reserve")
+	}
+	return e.out.Send(ctx, stage.Envelope[T]{Value: v})
+}
+
 // Cancel gives back a reservation that will not be emitted.
 func (e *Emitter[T]) Cancel() {
 	e.claim.Drop()

@@ -11,14 +11,18 @@ import (
 	"github.com/psiflow/psiflow/stage"
 )
 
-// Files adds a source named name emitting the samples of one epoch of ds.
+// Files adds a source named name emitting the samples of one epoch of ds. Its reads
+// pass through the graph's gate; a sample read is emitted without waiting on the
+// gate again.
 func Files(g *flow.Graph, name string, ds *source.Files, opts source.Options, nodeOpts ...flow.NodeOption) flow.Stream[*source.Sample] {
-	return Iter(g, name, ds.Samples, opts, nodeOpts...)
+	return iter(g, name, ds.Samples, opts, true, nodeOpts...)
 }
 
-// Tar adds a source named name emitting the samples of one epoch of the tar shards ds.
+// Tar adds a source named name emitting the samples of one epoch of the tar shards
+// ds; like [Files], its reads pass through the gate and its samples are emitted
+// without waiting on it again.
 func Tar(g *flow.Graph, name string, ds *source.TarShards, opts source.Options, nodeOpts ...flow.NodeOption) flow.Stream[*source.Sample] {
-	return Iter(g, name, ds.Samples, opts, nodeOpts...)
+	return iter(g, name, ds.Samples, opts, true, nodeOpts...)
 }
 
 // Tables adds a source named name emitting the record batches of one epoch of ds.
@@ -37,6 +41,13 @@ func Tables(g *flow.Graph, name string, ds *source.Tables, opts source.Options, 
 // the read: the source never waits on the gate while the reader needs a permit
 // for the read it waits for.
 func Iter[T any](g *flow.Graph, name string, open func(source.Options) (source.Iterator[T], error), opts source.Options, nodeOpts ...flow.NodeOption) flow.Stream[T] {
+	return iter(g, name, open, opts, false, nodeOpts...)
+}
+
+// iter is Iter; gatedReads says that the iterator asks opts.Gate before each read
+// (files, tar), so an element read is emitted with [flow.Emitter.EmitAdmitted]: at
+// Full the reads stop, but what was read flows on and gives its memory back.
+func iter[T any](g *flow.Graph, name string, open func(source.Options) (source.Iterator[T], error), opts source.Options, gatedReads bool, nodeOpts ...flow.NodeOption) flow.Stream[T] {
 	if opts.Budget == nil {
 		if b := g.Budget(); b != nil {
 			opts.Budget = b
@@ -64,6 +75,13 @@ func Iter[T any](g *flow.Graph, name string, open func(source.Options) (source.I
 			}
 			if err != nil {
 				return err
+			}
+			if gatedReads && opts.Gate != nil {
+				// The read took its own permit and the iterator charged the bytes.
+				if err := out.EmitAdmitted(ctx, v); err != nil {
+					return err
+				}
+				continue
 			}
 			// Reserve nothing: the iterator charged the bytes (opts.Budget); the
 			// permit is the emission's own.
