@@ -85,7 +85,7 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 		// runtime: the budget follows the cgroup's headroom, the source is gated on
 		// its memory pressure, and memory is given back under pressure (shed
 		// actions). A pipeline file does not know its smallest working set, so the
-		// floor is an eighth of the budget, at least 4 MiB.
+		// floor is an eighth of the budget, between 4 and 64 MiB.
 		budget := p.Resource.Budget
 		if budget <= 0 {
 			_, bytes, from, err := throttle.DefaultBudget()
@@ -95,7 +95,8 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 			budget = bytes
 			fmt.Fprintf(stdout, "  budget: at most %s in flight, a quarter of the memory limit (%s)\n", human(float64(bytes)), from)
 		}
-		floor := min(budget, max(budget/8, 4<<20))
+		p.Resource.Budget = budget // said once, here
+		floor := min(budget, max(4<<20, min(budget/8, 64<<20)))
 		if rt, err = elastic.New(elastic.Config{
 			Mode: elastic.Elastic, Pressure: true, Floor: floor, BudgetFloor: floor, MaxBudget: budget,
 			Workers: runtime.GOMAXPROCS(0), ReadRegistered: -1, Registerer: reg,
