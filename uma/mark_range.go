@@ -22,20 +22,10 @@ func (a *Arena) MarkRangePreemptible(ctx context.Context, off, n int64) (MarkRes
 	if err != nil {
 		return res, err
 	}
-	if !a.u.preemptible.Load() {
-		res.Disabled = true
-		return res, nil
-	}
-	u := a.u
-	if lim := u.cfg.MaxFaultsPerSecond; lim > 0 && u.rate.perSecond(u.now()) >= lim {
-		res.Throttled = true
-		return res, nil
-	}
-	u.mu.Lock()
-	if err := a.checkOpenLocked("mark preemptible"); err != nil {
-		u.mu.Unlock()
+	if ok, err := a.beginMark(&res); !ok {
 		return res, err
 	}
+	u := a.u
 	var cand []int
 	for i := lo; i <= hi; i++ {
 		switch {

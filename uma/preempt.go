@@ -63,20 +63,10 @@ func (a *Arena) MarkPreemptible(ctx context.Context, ratio float64) (MarkResult,
 	if ratio < 0 || ratio > 1 || math.IsNaN(ratio) {
 		return res, fmt.Errorf("uma: mark preemptible on arena %q: ratio %v outside [0,1]", a.name, ratio)
 	}
-	if !a.u.preemptible.Load() {
-		res.Disabled = true
-		return res, nil
-	}
-	u := a.u
-	if lim := u.cfg.MaxFaultsPerSecond; lim > 0 && u.rate.perSecond(u.now()) >= lim {
-		res.Throttled = true
-		return res, nil
-	}
-	u.mu.Lock()
-	if err := a.checkOpenLocked("mark preemptible"); err != nil {
-		u.mu.Unlock()
+	if ok, err := a.beginMark(&res); !ok {
 		return res, err
 	}
+	u := a.u
 	target := int(math.Floor(ratio * float64(len(a.chunks))))
 	var cand []int
 	for i := range a.chunks {
@@ -106,6 +96,27 @@ func (a *Arena) MarkPreemptible(ctx context.Context, ratio float64) (MarkResult,
 	}
 	u.mu.Unlock()
 	return a.markChunks(ctx, cand, res)
+}
+
+// beginMark is the start both markings share: it reports in res a marking that
+// enable_preemptible is off or the fault rate forbids, and otherwise returns true
+// with u.mu held and the arena open.
+func (a *Arena) beginMark(res *MarkResult) (bool, error) {
+	if !a.u.preemptible.Load() {
+		res.Disabled = true
+		return false, nil
+	}
+	u := a.u
+	if lim := u.cfg.MaxFaultsPerSecond; lim > 0 && u.rate.perSecond(u.now()) >= lim {
+		res.Throttled = true
+		return false, nil
+	}
+	u.mu.Lock()
+	if err := a.checkOpenLocked("mark preemptible"); err != nil {
+		u.mu.Unlock()
+		return false, err
+	}
+	return true, nil
 }
 
 // markChunks checksums and lazily frees the chunks in cand, which the caller
