@@ -59,49 +59,14 @@ func getxattr(path, name string) (string, error) {
 // Groups without an owner record, and those of live owners, are left alone. It returns
 // the names removed.
 func (t *Tree) RemoveOrphans() ([]string, error) {
-	roots := []string{}
-	if t.v2 != "" {
-		roots = append(roots, t.v2)
-	}
-	for _, c := range v1Controllers {
-		if m, ok := t.v1[c]; ok {
-			roots = append(roots, m)
-		}
-	}
-	seen := map[string]bool{}
-	var removed []string
-	var errs []error
-	for _, r := range roots {
-		entries, err := os.ReadDir(filepath.Join(r, t.parent))
+	removed, errs := t.removeChildren(func(dir, name string) bool {
+		v, err := getxattr(filepath.Join(dir, name), OwnerXattr)
 		if err != nil {
-			continue
+			return false
 		}
-		for _, e := range entries {
-			name := e.Name()
-			if !e.IsDir() || seen[name] {
-				continue
-			}
-			v, err := getxattr(filepath.Join(r, t.parent, name), OwnerXattr)
-			if err != nil {
-				continue
-			}
-			o, err := parseOwner(v)
-			if err != nil || t.Alive(o) {
-				continue
-			}
-			seen[name] = true
-			g, err := t.Open(filepath.Join(t.parent, name))
-			if err != nil {
-				continue
-			}
-			g.owned = true
-			if err := g.Remove(); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			removed = append(removed, name)
-		}
-	}
+		o, err := parseOwner(v)
+		return err == nil && !t.Alive(o)
+	})
 	if len(errs) > 0 {
 		return removed, fmt.Errorf("cgroup remove orphans: %w", errors.Join(errs...))
 	}

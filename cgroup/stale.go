@@ -19,6 +19,25 @@ func (t *Tree) RemoveStale(prefix string) ([]string, error) {
 	if prefix == "" {
 		return nil, errors.New("cgroup remove stale: empty prefix would match every group")
 	}
+	removed, errs := t.removeChildren(func(_, name string) bool {
+		if !strings.HasPrefix(name, prefix) {
+			return false
+		}
+		i := strings.LastIndexByte(name, '-')
+		pid, err := strconv.Atoi(name[i+1:])
+		return i >= 0 && err == nil && pid > 0 && !processExists(pid)
+	})
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("cgroup remove stale %s*: %w", prefix, errors.Join(errs...))
+	}
+	return removed, nil
+}
+
+// removeChildren removes the groups directly under the tree's parent directory, in
+// every hierarchy, for which stale(dir, name) is true (dir is that hierarchy's parent
+// directory), killing what is still inside. A name is judged in each hierarchy until
+// one says stale. It returns the names removed and the removals that failed.
+func (t *Tree) removeChildren(stale func(dir, name string) bool) (removed []string, errs []error) {
 	roots := []string{}
 	if t.v2 != "" {
 		roots = append(roots, t.v2)
@@ -29,21 +48,15 @@ func (t *Tree) RemoveStale(prefix string) ([]string, error) {
 		}
 	}
 	seen := map[string]bool{}
-	var removed []string
-	var errs []error
 	for _, r := range roots {
-		entries, err := os.ReadDir(filepath.Join(r, t.parent))
+		dir := filepath.Join(r, t.parent)
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			continue
 		}
 		for _, e := range entries {
 			name := e.Name()
-			if !e.IsDir() || seen[name] || !strings.HasPrefix(name, prefix) {
-				continue
-			}
-			i := strings.LastIndexByte(name, '-')
-			pid, err := strconv.Atoi(name[i+1:])
-			if i < 0 || err != nil || pid <= 0 || processExists(pid) {
+			if !e.IsDir() || seen[name] || !stale(dir, name) {
 				continue
 			}
 			seen[name] = true
@@ -59,10 +72,7 @@ func (t *Tree) RemoveStale(prefix string) ([]string, error) {
 			removed = append(removed, name)
 		}
 	}
-	if len(errs) > 0 {
-		return removed, fmt.Errorf("cgroup remove stale %s*: %w", prefix, errors.Join(errs...))
-	}
-	return removed, nil
+	return removed, errs
 }
 
 // processExists reports whether a process with this PID exists (as seen by this
