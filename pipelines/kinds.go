@@ -90,6 +90,7 @@ func RegisterBuiltins(r *Registry) error {
 				StringListParam("extensions", defaultExtensions, "file name endings to read"),
 				IntParam("readers", 0, 0, 1024, "readers (one ring each); 0: package source's default"),
 				BoolParam("drop_cache", false, "drop each file's page cache once read"),
+				BoolParam("direct", false, "read with O_DIRECT, past the page cache (file systems that refuse it, such as tmpfs, are read buffered)"),
 				BytesParam("read_buffers", 0, 0, 1<<40, "size of a UMA pool the reads land in, registered with the rings; 0: source's own pool"),
 			),
 			Build: buildFiles,
@@ -232,7 +233,7 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	}
 	o := shardOptions(cfg, b.Epoch)
 	o.Workers, o.Buffers = int(cfg.Int("readers")), st.bufs
-	o.Reader = source.ReaderOptions{DropCache: cfg.Bool("drop_cache")}
+	o.Reader = source.ReaderOptions{DropCache: cfg.Bool("drop_cache"), Direct: cfg.Bool("direct")}
 	return Wrap(SampleType, flowsrc.Files(b.Graph, b.Name, st.files, o))
 }
 

@@ -16,8 +16,9 @@ import (
 //     MaxPermits (additive recovery).
 //   - Some: limit = max(MinPermits, floor(limit × Cut)), at most once per CutEvery
 //     (multiplicative cut); a gate that was stopped reopens at MinPermits.
-//   - Full: limit = 0: no new permits; permits already held (in-flight work) are
-//     released as usual.
+//   - Full: limit = FullPermits (default 0: no new permits), never raised by Full
+//     above the limit Some left; permits already held (in-flight work) are released
+//     as usual.
 //   - Critical: limit = 0, and the registered shed callbacks run, at most once per
 //     ShedEvery while the level stays Critical.
 type Policy struct {
@@ -38,6 +39,12 @@ type Policy struct {
 	StepEvery time.Duration
 	// ShedEvery is the least time between two sheds while Critical lasts (default 1s).
 	ShedEvery time.Duration
+	// FullPermits is the limit at Full (default 0: stopped). A loader whose memory is
+	// bounded by other means (a byte budget at its floor, fewer decode workers) keeps
+	// a few permits at Full so that it runs at its floor instead of stopping: with
+	// batches of many elements, a stopped gate that admits one element per Trickle
+	// delivers no batch for tens of seconds.
+	FullPermits int
 	// DisableMinDefault keeps MinPermits at 0 when it is 0 (the zero value otherwise
 	// means the default 1).
 	DisableMinDefault bool
@@ -87,6 +94,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("gate policy: MaxPermits %d < 1", p.MaxPermits)
 	case p.MinPermits < 0 || p.MinPermits > p.MaxPermits:
 		return fmt.Errorf("gate policy: MinPermits %d outside [0, MaxPermits %d]", p.MinPermits, p.MaxPermits)
+	case p.FullPermits < 0 || p.FullPermits > p.MaxPermits:
+		return fmt.Errorf("gate policy: FullPermits %d outside [0, MaxPermits %d]", p.FullPermits, p.MaxPermits)
 	case !(p.Cut > 0 && p.Cut < 1):
 		return fmt.Errorf("gate policy: Cut %g outside (0, 1)", p.Cut)
 	case p.Step < 1:
@@ -340,7 +349,11 @@ func (g *Gate) Apply(l Level, now time.Time) (shed bool) {
 		}
 		g.setLimitLocked(n)
 	case LevelFull:
-		g.setLimitLocked(0)
+		n := g.p.FullPermits
+		if g.limit > 0 {
+			n = min(n, g.limit)
+		}
+		g.setLimitLocked(n)
 	case LevelCritical:
 		g.setLimitLocked(0)
 		if prev != LevelCritical || now.Sub(g.lastShed) >= g.p.ShedEvery {

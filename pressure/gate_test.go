@@ -72,6 +72,13 @@ func TestGatePolicy(t *testing.T) {
 			{At: 1100 * ms, Level: LevelFull, Limit: 0},
 			{At: 1200 * ms, Level: LevelCritical, Limit: 0, Shed: true},
 		}, map[Decision]uint64{DecisionStop: 1}},
+		{"full keeps FullPermits, never more than some left", func() Policy { p := pol; p.FullPermits = 4; return p }(), []gateStep{
+			{At: 0, Level: LevelFull, Limit: 4},
+			{At: 100 * ms, Level: LevelSome, Limit: 2},
+			{At: 200 * ms, Level: LevelFull, Limit: 2},
+			{At: 300 * ms, Level: LevelCritical, Limit: 0, Shed: true},
+			{At: 400 * ms, Level: LevelFull, Limit: 4},
+		}, map[Decision]uint64{DecisionStop: 1, DecisionReopen: 1}},
 		{"no recovery past the maximum", pol, []gateStep{
 			{At: 0, Level: LevelNormal, Limit: 16},
 			{At: 10 * s, Advance: true, Limit: 16},
@@ -112,6 +119,8 @@ func TestPolicyValidate(t *testing.T) {
 		{Policy{}, ""},
 		{Policy{MaxPermits: -1}, "MaxPermits"},
 		{Policy{MaxPermits: 2, MinPermits: 3}, "MinPermits"},
+		{Policy{MaxPermits: 2, FullPermits: 3}, "FullPermits"},
+		{Policy{FullPermits: -1}, "FullPermits"},
 		{Policy{Cut: 1}, "Cut"},
 		{Policy{Step: -1}, "Step"},
 		{Policy{Quiet: -time.Second}, "negative"},

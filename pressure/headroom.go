@@ -100,6 +100,11 @@ type HeadroomReport struct {
 	// Allowance is what the loader may hold in all: limit − (others + projected
 	// growth) − reserve. It can be negative.
 	Allowance int64
+	// Current is the allowance without the projected growth: limit − others −
+	// reserve, what the loader may hold now. It can be negative.
+	Current int64
+	// Reserve is the reserve the allowances leave free.
+	Reserve int64
 	// Budget is the byte budget that follows: Allowance minus the floor's part outside
 	// the budget, kept within [BudgetFloor, Max].
 	Budget int64
@@ -204,6 +209,7 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 		below = allowance < h.cfg.Floor+max(h.cfg.Floor/4, 4<<20)
 	}
 	r := HeadroomReport{MemorySample: s, Growth: h.growth, Allowance: allowance, Budget: budget,
+		Current: s.Limit - others - reserve, Reserve: reserve,
 		BelowFloor: below, Changed: below != h.below}
 	h.below, h.prev, h.seen, h.last = below, s, true, r
 	return r

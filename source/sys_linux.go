@@ -17,6 +17,17 @@ func openDirect(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0)
 }
 
+// ProbeDirect opens path with O_DIRECT and closes it: nil when the file system
+// serves O_DIRECT reads (tmpfs, for one, refuses them with EINVAL; a reader with
+// ReaderOptions.Direct then reads its files buffered).
+func ProbeDirect(path string) error {
+	f, err := openDirect(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 // fadviseDontNeed drops [off, off+n) of f from the page cache. Advising the
 // whole consumed prefix (not only the last range) is what drops large folios.
 func fadviseDontNeed(f *os.File, off, n int64) {

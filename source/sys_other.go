@@ -11,6 +11,9 @@ func openDirect(string) (*os.File, error) {
 	return nil, errors.New("O_DIRECT is Linux-only")
 }
 
+// ProbeDirect reports that O_DIRECT is not available (it is Linux-only).
+func ProbeDirect(string) error { return errors.New("O_DIRECT is Linux-only") }
+
 func fadviseDontNeed(*os.File, int64, int64) {}
 
 func addrAligned([]byte) bool { return false }

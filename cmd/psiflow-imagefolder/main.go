@@ -82,6 +82,7 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	flagval.Int64Var(fs, &c.Limit, "limit", 0, 0, 1<<62, "stop after this many samples (0: all)")
 	fs.BoolVar(&c.Ordered, "ordered", false, "keep file order through decoding")
 	fs.BoolVar(&c.DropCache, "drop-cache", true, "drop each file's page cache after reading it")
+	fs.BoolVar(&c.Direct, "direct", true, "read with O_DIRECT, past the page cache (file systems that refuse it, such as tmpfs, are read buffered)")
 	backend := fs.String("backend", "auto", "JPEG decoder: auto (TurboJPEG if available) or std")
 	flagval.IntVar(fs, &c.Epochs, "epochs", 1, 1, 1<<20, "passes over the folder")
 	cache := fs.String("cache", "off", "keep samples between epochs in preemptible memory: decoded, encoded or off")

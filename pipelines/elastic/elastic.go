@@ -49,6 +49,11 @@ const FixedReadPool = 64 << 20
 // the slack goes and the limit is the number of workers allowed to decode.
 const WorkerSlack = 2
 
+// FullPermits is the pressure gate's limit at Full in Elastic mode (reads in
+// flight): the byte budget at its floor and one decode worker bound the memory, and
+// the loader runs at its floor instead of stopping.
+const FullPermits = 4
+
 // goHeapBase is the Go heap allowed beside the budget in Elastic mode.
 const goHeapBase = 32 << 20
 
@@ -136,6 +141,8 @@ type Runtime struct {
 
 	level    atomic.Int32
 	headGoal atomic.Int64 // the budget the headroom asks for
+	goFit    atomic.Int64 // the Go memory limit the allowance leaves (0: none yet)
+	fit      fitState     // under applyMu
 	applyMu  sync.Mutex
 	onHead   []func(pressure.HeadroomReport) // under applyMu
 	prevGo   int64
@@ -212,6 +219,11 @@ func New(cfg Config) (_ *Runtime, err error) {
 		tc.Registerer = cfg.Registerer
 		if cfg.Mode == Elastic {
 			tc.OnLevel = r.onLevel
+			if tc.Policy.FullPermits == 0 {
+				// At Full the budget is at its floor and one worker decodes: a few
+				// reads in flight keep that floor moving (see Policy.FullPermits).
+				tc.Policy.FullPermits = FullPermits
+			}
 		}
 		if r.th, err = throttle.New(tc); err != nil {
 			return nil, fmt.Errorf("elastic: %w", err)
@@ -381,6 +393,11 @@ func (r *Runtime) applyHeadroom(rep pressure.HeadroomReport) {
 	}()
 	r.headGoal.Store(rep.Budget)
 	r.m.allow.Set(float64(rep.Allowance))
+	if r.cfg.Mode == Elastic {
+		r.applyMu.Lock()
+		r.fitLocked(rep)
+		r.applyMu.Unlock()
+	}
 	if rep.BelowFloor {
 		r.m.below.Set(1)
 	} else {
@@ -414,6 +431,9 @@ func (r *Runtime) applyBudget() {
 	}
 	if r.cfg.Mode == Elastic && !r.cfg.KeepGoMemoryLimit {
 		lim := goHeapBase + goal
+		if f := r.goFit.Load(); f > 0 {
+			lim = min(lim, f)
+		}
 		prev := debug.SetMemoryLimit(lim)
 		if !r.setGo {
 			r.prevGo, r.setGo = prev, true
@@ -425,19 +445,9 @@ func (r *Runtime) applyBudget() {
 // onLevel runs the level-driven actions (from the monitor goroutine).
 func (r *Runtime) onLevel(from, to pressure.Level, _ time.Time) {
 	r.level.Store(int32(to))
-	n, decoding := r.workers.Max(), r.cfg.Workers
-	switch {
-	case to >= pressure.LevelFull:
-		n, decoding = 1, 1
-	case to == pressure.LevelSome:
-		decoding = (r.cfg.Workers + 1) / 2
-		n = decoding
-	}
-	if n < r.workers.Limit() {
-		r.m.ran(ActionDecodeWorkers, 0)
-	}
-	r.workers.SetLimit(n)
-	r.m.workers.Set(float64(decoding))
+	r.applyMu.Lock()
+	r.setWorkersLocked()
+	r.applyMu.Unlock()
 	if r.rb != nil {
 		on := to >= pressure.LevelSome
 		if on && from == pressure.LevelNormal {

@@ -165,7 +165,14 @@ func TestReadBuffersSpillAndShrink(t *testing.T) {
 type fakeMemory struct {
 	mu     sync.Mutex
 	others int64
+	self   int64 // 0: 10 MiB
 	at     time.Time
+}
+
+func (f *fakeMemory) setSelf(self int64) {
+	f.mu.Lock()
+	f.self = self
+	f.mu.Unlock()
 }
 
 func (f *fakeMemory) set(others int64) {
@@ -178,7 +185,11 @@ func (f *fakeMemory) read() (pressure.MemorySample, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.at = f.at.Add(10 * time.Second) // steady: no projected growth between the test's steps
-	return pressure.MemorySample{At: f.at, Limit: 256 * mib, Limited: true, Unreclaimable: f.others + 20*mib, Self: 20 * mib}, nil
+	self := f.self
+	if self == 0 {
+		self = 10 * mib
+	}
+	return pressure.MemorySample{At: f.at, Limit: 256 * mib, Limited: true, Unreclaimable: f.others + self, Self: self}, nil
 }
 
 func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
@@ -262,6 +273,78 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 	}
 	if n, _ := testutil.GatherAndCount(reg); n != 0 {
 		t.Fatalf("%d metrics left registered after Close", n)
+	}
+}
+
+// TestRuntimeFitsWithinAllowance: when the loader holds more than the cgroup leaves
+// it, at Normal (no swap: the kernel OOM-kills before memory.pressure rises), the
+// runtime gives back the spill pool's free chunks and the Go heap's free pages,
+// decodes with one worker and lowers the Go memory limit to what the allowance
+// leaves; once it fits again the workers come back.
+func TestRuntimeFitsWithinAllowance(t *testing.T) {
+	mem := &fakeMemory{at: time.Unix(1000, 0)}
+	before := debug.SetMemoryLimit(-1)
+	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 4,
+		Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, KeepOOMScore: true, KeepTextUnlocked: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := rt.Close(); err != nil {
+			t.Error(err)
+		}
+		if got := debug.SetMemoryLimit(-1); got != before {
+			t.Errorf("Go memory limit %d after Close, want %d", got, before)
+		}
+	}()
+	rb := rt.ReadBuffers()
+	if rb == nil {
+		t.Skip("no UMA here: the spill pool is not there to give back")
+	}
+	// Touch the spill pool and free it: its chunks stay resident until given back.
+	rb.SetPressure(true)
+	b, err := rb.Alloc(context.Background(), 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(b.Bytes())
+	b.Release()
+	rb.SetPressure(false)
+
+	tests := []struct {
+		name        string
+		others      int64
+		self        int64
+		fitting     bool
+		wantWorkers int
+	}{
+		{"alone: nothing to give back", 10 * mib, 40 * mib, false, 4 + WorkerSlack},
+		// allowance 256-150-16 = 90 MiB < 120 MiB held
+		{"beside a co-tenant, over the allowance", 150 * mib, 120 * mib, true, 1},
+		{"fits again", 150 * mib, 60 * mib, false, 4 + WorkerSlack},
+	}
+	for _, tt := range tests {
+		mem.set(tt.others)
+		mem.setSelf(tt.self)
+		idle := rt.ShedRuns()[ActionUMAIdle]
+		rep, err := rt.Headroom().Update()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.applyHeadroom(rep)
+		if got := rt.Workers().Limit(); got != tt.wantWorkers {
+			t.Errorf("%s: workers %d, want %d", tt.name, got, tt.wantWorkers)
+		}
+		gave := rt.ShedRuns()[ActionUMAIdle] > idle
+		if gave != tt.fitting {
+			t.Errorf("%s: spill pool given back %v, want %v", tt.name, gave, tt.fitting)
+		}
+		// The Go limit never exceeds what the allowance leaves after the memory
+		// outside Go (what the loader holds beyond the Go runtime's own).
+		nonGo := max(0, tt.self-goMemoryUsed())
+		if lim := debug.SetMemoryLimit(-1); lim > max(goMinimum, rep.Allowance-nonGo)+mib {
+			t.Errorf("%s: Go memory limit %s above allowance %s − other memory %s", tt.name, pressure.MiB(lim), pressure.MiB(rep.Allowance), pressure.MiB(nonGo))
+		}
 	}
 }
 

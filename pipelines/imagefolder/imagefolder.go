@@ -48,6 +48,11 @@ type Config struct {
 	Shuffle   bool           // shuffle the file order every epoch (seeded by Seed and the epoch)
 	Seed      uint64         // seed of the shuffle
 	DropCache bool           // drop each file's page cache once read
+	// Direct reads with O_DIRECT, past the page cache: the reads charge nothing to
+	// the cgroup beyond their buffers, so a loader at its limit beside a co-tenant
+	// does not make the kernel reclaim for every file. A file system that refuses
+	// O_DIRECT (tmpfs) is read buffered, and the run says so at start.
+	Direct bool
 	Labels    bool           // label each sample with its ImageFolder class index
 	Backend   decode.Backend // JPEG decoder
 	// ReadBuffers is the size of the UMA pool the reader reads into, registered once
@@ -87,7 +92,7 @@ type Config struct {
 // DefaultConfig is what "make run" uses on the generated folder dir.
 func DefaultConfig(dir string) Config {
 	return Config{Dir: dir, Workers: runtime.GOMAXPROCS(0), BatchSize: 64, Resize: 256, Crop: 224, Queue: 4,
-		Budget: 32 << 20, Epochs: 1, DropCache: true, Labels: true, Memory: elastic.Elastic, Pressure: true}
+		Budget: 32 << 20, Epochs: 1, DropCache: true, Direct: true, Labels: true, Memory: elastic.Elastic, Pressure: true}
 }
 
 // Validate reports the first field that cannot work.
@@ -219,6 +224,15 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		hooks.info("reader: %s (%s)", st.Backend, st.Reason)
 	} else {
 		hooks.info("reader: %s", st.Backend)
+	}
+	if cfg.Direct {
+		if paths := files.Paths(); len(paths) > 0 {
+			if err := source.ProbeDirect(paths[0]); err != nil {
+				hooks.info("reads: buffered, O_DIRECT refused here (%v)", err)
+			} else {
+				hooks.info("reads: O_DIRECT, past the page cache")
+			}
+		}
 	}
 	if why := dec.FallbackReason(); why != nil {
 		hooks.info("JPEG decoder: Go standard library (%v)", why)
@@ -373,7 +387,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*decode.Sample] {
 			return flow.Via(flow.Via(in, elastic.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
 		}
-		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Observer: hooks.Reads}}
+		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
 		var decoded flow.Stream[*decode.Sample]
 		var lateMu sync.Mutex
 		switch {

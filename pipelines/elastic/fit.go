@@ -1,0 +1,97 @@
+package elastic
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	rtmetrics "runtime/metrics"
+	"time"
+
+	"github.com/psiflow/psiflow/pressure"
+)
+
+// goMinimum is the smallest Go memory limit the runtime sets: below it the garbage
+// collector would run without pause and the loader would make no progress.
+const goMinimum = 16 << 20
+
+// freeEvery bounds how often fitting forces debug.FreeOSMemory (a full collection).
+const freeEvery = 500 * time.Millisecond
+
+// fitState is what fitting remembers between headroom reports (under applyMu).
+type fitState struct {
+	on       bool      // the loader held more than its allowance at the last report
+	lastFree time.Time // last forced FreeOSMemory
+}
+
+// goMemoryUsed is what the Go runtime holds by the measure of its own memory limit:
+// all memory it mapped minus the heap it gave back.
+func goMemoryUsed() int64 {
+	s := []rtmetrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 || s[1].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64()) - int64(s[1].Value.Uint64())
+}
+
+// fit keeps what the loader holds (rep.Self) within what the cgroup leaves it
+// (rep.Allowance), whatever the pressure level says: with no swap the kernel
+// OOM-kills long before memory.pressure rises, so waiting for Critical is too late.
+//
+// The Go memory limit becomes what the allowance leaves after the loader's other
+// memory (UMA pools, C allocations). While the loader holds more than its
+// allowance it gives back the spill pool's free chunks and the Go heap's free
+// pages, and decodes with one worker. Called with applyMu held.
+func (r *Runtime) fitLocked(rep pressure.HeadroomReport) {
+	goUsed := goMemoryUsed()
+	nonGo := max(0, rep.Self-goUsed)
+	r.goFit.Store(max(goMinimum, rep.Allowance-nonGo))
+	over := rep.Self - rep.Allowance
+	was := r.fit.on
+	r.fit.on = over > 0
+	if trace {
+		fmt.Fprintf(os.Stderr, "psiflow-trace: self %s allowance %s current %s others %s go %s nongo %s golimit %s budget %s over %s level %s\n",
+			pressure.MiB(rep.Self), pressure.MiB(rep.Allowance), pressure.MiB(rep.Current), pressure.MiB(rep.Others()),
+			pressure.MiB(goUsed), pressure.MiB(nonGo), pressure.MiB(r.goFit.Load()), pressure.MiB(r.budget.Limit()), pressure.MiB(over), r.Level())
+	}
+	if r.fit.on != was {
+		r.setWorkersLocked()
+	}
+	if !r.fit.on {
+		return
+	}
+	if r.rb != nil {
+		if n, err := r.rb.ReleaseSpill(); err == nil && n > 0 {
+			r.m.ran(ActionUMAIdle, n)
+		}
+	}
+	if goUsed > r.goFit.Load() && time.Since(r.fit.lastFree) >= freeEvery {
+		r.fit.lastFree = time.Now()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		debug.FreeOSMemory()
+		runtime.ReadMemStats(&after)
+		r.m.ran(ActionGoHeap, max(0, int64(after.HeapReleased)-int64(before.HeapReleased)))
+	}
+}
+
+var trace = os.Getenv("PSIFLOW_ELASTIC_TRACE") != ""
+
+// setWorkersLocked sets the decode-worker limit from the level and fitting: the
+// smaller of the two wins. Called with applyMu held.
+func (r *Runtime) setWorkersLocked() {
+	n, decoding := r.workers.Max(), r.cfg.Workers
+	switch lv := r.Level(); {
+	case lv >= pressure.LevelFull || r.fit.on:
+		n, decoding = 1, 1
+	case lv == pressure.LevelSome:
+		decoding = (r.cfg.Workers + 1) / 2
+		n = decoding
+	}
+	if n < r.workers.Limit() {
+		r.m.ran(ActionDecodeWorkers, 0)
+	}
+	r.workers.SetLimit(n)
+	r.m.workers.Set(float64(decoding))
+}
