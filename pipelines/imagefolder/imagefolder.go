@@ -34,27 +34,27 @@ var Extensions = []string{".jpg", ".jpeg", ".JPEG", ".png"}
 // Config sizes the image-folder pipeline. [DefaultConfig] gives the values "make run"
 // uses; [Config.Validate] names the first bad field.
 type Config struct {
-	Dir       string         // folder of .jpg/.jpeg/.png files, searched recursively
-	Workers   int            // decode workers
-	Readers   int            // file readers; 0: package source's default
-	BatchSize int            // samples per batch
-	Resize    int            // shorter side after Resize
-	Crop      int            // CenterCrop size
-	Queue     int            // default edge queue size (elements); batch edges hold 1
-	Budget    int64          // bytes in flight from read to decode
-	Epochs    int            // passes over the folder
-	Limit     int64          // stop after this many samples; 0: all
-	Ordered   bool           // keep file order through decoding
-	Shuffle   bool           // shuffle the file order every epoch (seeded by Seed and the epoch)
-	Seed      uint64         // seed of the shuffle
-	DropCache bool           // drop each file's page cache once read
+	Dir       string // folder of .jpg/.jpeg/.png files, searched recursively
+	Workers   int    // decode workers
+	Readers   int    // file readers; 0: package source's default
+	BatchSize int    // samples per batch
+	Resize    int    // shorter side after Resize
+	Crop      int    // CenterCrop size
+	Queue     int    // default edge queue size (elements); batch edges hold 1
+	Budget    int64  // bytes in flight from read to decode
+	Epochs    int    // passes over the folder
+	Limit     int64  // stop after this many samples; 0: all
+	Ordered   bool   // keep file order through decoding
+	Shuffle   bool   // shuffle the file order every epoch (seeded by Seed and the epoch)
+	Seed      uint64 // seed of the shuffle
+	DropCache bool   // drop each file's page cache once read
 	// Direct reads with O_DIRECT, past the page cache: the reads charge nothing to
 	// the cgroup beyond their buffers, so a loader at its limit beside a co-tenant
 	// does not make the kernel reclaim for every file. A file system that refuses
 	// O_DIRECT (tmpfs) is read buffered, and the run says so at start.
-	Direct bool
-	Labels    bool           // label each sample with its ImageFolder class index
-	Backend   decode.Backend // JPEG decoder
+	Direct  bool
+	Labels  bool           // label each sample with its ImageFolder class index
+	Backend decode.Backend // JPEG decoder
 	// ReadBuffers is the size of the UMA pool the reader reads into, registered once
 	// with every io_uring ring. With Memory set, 0 takes the mode's default (elastic:
 	// the budget floor; fixed: 64 MiB) and -1 uses package source's own pool; without
