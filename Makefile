@@ -47,10 +47,10 @@ test-rules: deps
 	promtool check rules deploy/prometheus/psiflow-rules.yml
 	promtool test rules deploy/prometheus/*_test.yml
 
-# The real co-tenant test skips itself under -race (the detector's shadow memory does
+# The real co-tenant tests skip themselves under -race (the detector's shadow memory does
 # not fit a 256 MiB cgroup beside a 179 MiB co-tenant), so it runs here without it.
 test-cotenant:
-	$(GO) test -count=1 -timeout 5m -run 'TestCotenantSurvivesLoader' ./pipelines/imagefolder
+	$(GO) test -count=1 -timeout 5m -run 'TestCotenant' ./pipelines/imagefolder
 
 test-short: fmt-check vet
 	$(GO) test -short -timeout 5m $(PKGS)

@@ -4,7 +4,8 @@
 # limit over 5 s and holds it until the loader ends; every share in every round, the
 # loaders alternating. Variants:
 #   A  PyTorch DataLoader (benchmarks/peers/dataloader.py, Debian python3-torch)
-#   B  bin/psiflow-imagefolder -memory fixed -pressure=false (fixed registered pool, no gate)
+#   B  bin/psiflow-imagefolder -memory fixed -pressure=false -direct=false (psiflow before
+#      issue 9: fixed registered pool, no gate, buffered reads)
 #   C  bin/psiflow-imagefolder -memory elastic (gate and elastic memory)
 # (B and C run the same command where psiflow-imagefolder has no -memory flag yet.)
 #
@@ -47,7 +48,7 @@ fi
 b_flags=() c_flags=()
 help=$(bin/psiflow-imagefolder -h 2>&1 || true)
 if grep -q -- '-memory' <<<"$help"; then
-  b_flags=(-memory fixed -pressure=false)
+  b_flags=(-memory fixed -pressure=false -direct=false)
   c_flags=(-memory elastic)
 else
   echo "run.sh: bin/psiflow-imagefolder has no -memory flag: B and C run the same command" >&2

@@ -39,6 +39,9 @@ func main() {
 	_ = em.Done(err)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", err)
+		if errors.Is(err, elastic.ErrBelowFloor) {
+			os.Exit(protocol.ExitBelowFloor)
+		}
 		os.Exit(1)
 	}
 }
@@ -75,6 +78,7 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	flagval.SizeVar(fs, &c.Budget, "budget", 32<<20, 1, 1<<50, "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes: the largest with -memory elastic; with -memory fixed a quarter of the memory limit unless given")
 	memory := fs.String("memory", "elastic", "memory runtime: elastic (budget follows the cgroup's headroom, memory given back under pressure) or fixed (64 MiB registered read pool, a quarter of the limit as budget, nothing given back)")
 	fs.BoolVar(&c.Pressure, "pressure", true, "gate the source and its reads on the cgroup's memory pressure")
+	belowFloor := fs.String("below-floor", "stop", "with -memory elastic, when the cgroup leaves the loader less than its floor: stop (exit status 3 with a message naming the memory left) or run (on at the floor)")
 	oomVictim := fs.Bool("oom-victim", true, "with -memory elastic: make the loader the OOM killer's first choice in its cgroup (oom_score_adj 1000), so the trainer beside it is spared")
 	flagval.IntVar(fs, &c.Queue, "queue", 4, 1, 1<<20, "default edge queue size (elements); batch edges hold 1")
 	flagval.IntVar(fs, &c.Resize, "resize", 256, 1, 65536, "Resize: shorter side")
@@ -100,6 +104,9 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	}
 	c.KeepOOMScore = !*oomVictim
 	var err error
+	if c.BelowFloor, err = elastic.ParseFloorPolicy(*belowFloor); err != nil {
+		return c, "", fmt.Errorf("-below-floor: %w", err)
+	}
 	if c.Memory, err = elastic.ParseMode(*memory); err != nil {
 		return c, "", fmt.Errorf("-memory: %w", err)
 	}

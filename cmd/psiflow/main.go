@@ -10,6 +10,9 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/psiflow/psiflow/internal/harness/protocol"
+	"github.com/psiflow/psiflow/pipelines/elastic"
 )
 
 // command is one launcher subcommand.
@@ -73,6 +76,9 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 		fmt.Fprintf(stderr, "psiflow %s: %v\n", c.name, err)
 		if errors.Is(err, errUsage) {
 			return 2
+		}
+		if errors.Is(err, elastic.ErrBelowFloor) {
+			return protocol.ExitBelowFloor // the loader yielded to its co-tenant
 		}
 		return 1
 	}

@@ -73,6 +73,8 @@ type Summary struct {
 	// over all runs.
 	TimedOut  int    `json:"timed_out"`
 	OOMKilled int    `json:"oom_killed"`
+	// Stopped counts runs that stopped below their floor with a message ([Stopped]).
+	Stopped int `json:"stopped_below_floor"`
 	OOMKills  uint64 `json:"oom_kills"`
 	// SamplesPerSec is in samples per second; P50 and P99 in milliseconds; Peak in bytes.
 	SamplesPerSec Stat `json:"samples_per_sec"`
@@ -258,6 +260,8 @@ func summarizeBlock(runs []Result, loaders []Loader, limit int64, share float64,
 				s.TimedOut++
 			case OOMKilled:
 				s.OOMKilled++
+			case Stopped:
+				s.Stopped++
 			}
 		}
 		s.SamplesPerSec, s.P50, s.P99, s.Peak = Summarize(rate), Summarize(p50), Summarize(p99), Summarize(peak)

@@ -132,7 +132,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		if s.OOMKilled > 0 {
 			why = append(why, fmt.Sprintf("%d OOM-killed", s.OOMKilled))
 		}
-		if n := s.Runs - s.Finished - s.TimedOut - s.OOMKilled; n > 0 {
+		if s.Stopped > 0 {
+			why = append(why, fmt.Sprintf("%d stopped below floor", s.Stopped))
+		}
+		if n := s.Runs - s.Finished - s.TimedOut - s.OOMKilled - s.Stopped; n > 0 {
 			why = append(why, fmt.Sprintf("%d failed", n))
 		}
 		if len(why) > 0 {

@@ -103,6 +103,10 @@ const (
 	// OOMKilled: the kernel's OOM killer killed a process of the group and the loader
 	// did not finish.
 	OOMKilled Outcome = "oom-killed"
+	// Stopped: the loader stopped on its own because its cgroup left it less than its
+	// floor (exit status [protocol.ExitBelowFloor], psiflow's -below-floor stop), with no OOM
+	// kill of its own: it yielded to the co-tenant with a message instead of dying.
+	Stopped Outcome = "stopped"
 	// Failed: the loader exited without finishing for another reason.
 	Failed Outcome = "failed"
 )
@@ -528,6 +532,9 @@ func classify(timedOut, canceled bool, oomKills uint64, waitErr error, done *pro
 	}
 	if oomKills > 0 {
 		return OOMKilled, fmt.Sprintf("%d OOM kills; %s", oomKills, strings.Join(why, "; "))
+	}
+	if exitCode(waitErr) == protocol.ExitBelowFloor {
+		return Stopped, strings.Join(why, "; ")
 	}
 	return Failed, strings.Join(why, "; ")
 }

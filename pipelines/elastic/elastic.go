@@ -49,6 +49,10 @@ const FixedReadPool = 64 << 20
 // the slack goes and the limit is the number of workers allowed to decode.
 const WorkerSlack = 2
 
+// HeadroomInterval is how often the Elastic runtime samples the headroom by
+// default: a co-tenant ramping at 40 MiB/s moves 4 MiB between two samples.
+const HeadroomInterval = 100 * time.Millisecond
+
 // FullPermits is the pressure gate's limit at Full in Elastic mode (reads in
 // flight): the byte budget at its floor and one decode worker bound the memory, and
 // the loader runs at its floor instead of stopping.
@@ -94,6 +98,9 @@ type Config struct {
 	// the OOM killer's first choice in its cgroup ([PreferOOMVictim]): measured here,
 	// a co-tenant at 85% of the limit was killed 3 times in 5 without it, 0 in 5 with it.
 	KeepOOMScore bool
+	// BelowFloor is what the loader does when the cgroup leaves it less than Floor
+	// (Elastic): [StopBelowFloor] (the default) or [RunAtFloor].
+	BelowFloor FloorPolicy
 	// KeepTextUnlocked leaves the program's code reclaimable. Elastic mode otherwise
 	// locks it as it is faulted in ([LockProgramText]) so the monitor keeps running
 	// while the cgroup reclaims.
@@ -120,6 +127,11 @@ func (c Config) Validate() error {
 	if c.Workers < 1 {
 		return fmt.Errorf("elastic: workers %d: must be at least 1", c.Workers)
 	}
+	if c.BelowFloor != "" {
+		if _, err := ParseFloorPolicy(string(c.BelowFloor)); err != nil {
+			return fmt.Errorf("elastic: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -143,6 +155,8 @@ type Runtime struct {
 	headGoal atomic.Int64 // the budget the headroom asks for
 	goFit    atomic.Int64 // the Go memory limit the allowance leaves (0: none yet)
 	fit      fitState     // under applyMu
+	stopRun  context.CancelCauseFunc // the running graph's, under applyMu (nil between graphs)
+	stopErr  error                   // why the run was stopped, under applyMu
 	applyMu  sync.Mutex
 	onHead   []func(pressure.HeadroomReport) // under applyMu
 	prevGo   int64
@@ -207,6 +221,9 @@ func New(cfg Config) (_ *Runtime, err error) {
 	}
 	if cfg.Mode == Elastic {
 		hc := cfg.Headroom
+		if hc.Interval == 0 {
+			hc.Interval = HeadroomInterval
+		}
 		hc.Floor, hc.BudgetFloor, hc.Max = cfg.Floor, cfg.BudgetFloor, cfg.MaxBudget
 		if r.head, err = pressure.NewHeadroom(hc); err != nil {
 			return nil, fmt.Errorf("elastic: %w", err)
@@ -328,8 +345,28 @@ func (r *Runtime) Options() []flow.Option {
 // Pressure) while the headroom is sampled (Elastic). It returns g's error once
 // everything it started has stopped.
 func (r *Runtime) Run(ctx context.Context, g *flow.Graph) error {
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.applyMu.Lock()
+	stopped := r.stopErr
+	if stopped == nil && r.head != nil {
+		if last := r.head.Last(); !last.At.IsZero() {
+			stopped = r.belowFloorLocked(last)
+		}
+	}
+	r.stopErr = stopped
+	r.stopRun = cancel
+	r.applyMu.Unlock()
+	defer func() {
+		r.applyMu.Lock()
+		r.stopRun = nil
+		r.applyMu.Unlock()
+	}()
+	if stopped != nil {
+		return stopped
+	}
 	var wg sync.WaitGroup
-	hctx, stop := context.WithCancel(ctx)
+	hctx, stop := context.WithCancel(rctx)
 	if r.head != nil {
 		var once sync.Once
 		wg.Go(func() {
@@ -340,12 +377,18 @@ func (r *Runtime) Run(ctx context.Context, g *flow.Graph) error {
 	}
 	var err error
 	if r.th != nil {
-		err = r.th.Run(ctx, g)
+		err = r.th.Run(rctx, g)
 	} else {
-		err = g.Run(ctx)
+		err = g.Run(rctx)
 	}
 	stop()
 	wg.Wait()
+	r.applyMu.Lock()
+	stopped = r.stopErr
+	r.applyMu.Unlock()
+	if stopped != nil && ctx.Err() == nil {
+		return stopped // the graph's own error is only its cancellation
+	}
 	return err
 }
 
@@ -396,6 +439,14 @@ func (r *Runtime) applyHeadroom(rep pressure.HeadroomReport) {
 	if r.cfg.Mode == Elastic {
 		r.applyMu.Lock()
 		r.fitLocked(rep)
+		if r.stopErr == nil {
+			if err := r.belowFloorLocked(rep); err != nil {
+				r.stopErr = err
+				if r.stopRun != nil {
+					r.stopRun(err)
+				}
+			}
+		}
 		r.applyMu.Unlock()
 	}
 	if rep.BelowFloor {

@@ -2,6 +2,7 @@ package elastic
 
 import (
 	"context"
+	"errors"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -347,6 +348,67 @@ func TestRuntimeFitsWithinAllowance(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntimeStopsBelowFloor: a co-tenant that leaves the loader less than its floor
+// now (not only in projection) ends the running graph with a BelowFloorError naming
+// the memory left; with RunAtFloor the graph runs on.
+func TestRuntimeStopsBelowFloor(t *testing.T) {
+	for _, tt := range []struct {
+		policy   FloorPolicy
+		wantStop bool
+	}{{"", true}, {StopBelowFloor, true}, {RunAtFloor, false}} {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			mem := &fakeMemory{at: time.Unix(1000, 0), others: 10 * mib}
+			rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2, BelowFloor: tt.policy,
+				Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, KeepOOMScore: true, KeepTextUnlocked: true, KeepGoMemoryLimit: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			g := flow.New("endless", rt.Options()...)
+			var delivered atomic.Int64
+			src := flow.Source(g, "numbers", func(ctx context.Context, out *flow.Emitter[int]) error {
+				for i := 0; ; i++ {
+					if err := out.Emit(ctx, i); err != nil {
+						return err
+					}
+				}
+			})
+			flow.Sink(src, "count", func(context.Context, int) error {
+				// The co-tenant grows once the graph runs: 256-210-16 = 30 MiB < 40.
+				if delivered.Add(1) == 100 {
+					mem.set(210 * mib)
+				}
+				if !tt.wantStop && delivered.Load() == 200_000 {
+					return errDone
+				}
+				return nil
+			})
+			err = rt.Run(ctx, g)
+			var bfe *BelowFloorError
+			switch {
+			case tt.wantStop && (!errors.As(err, &bfe) || !errors.Is(err, ErrBelowFloor)):
+				t.Fatalf("Run = %v, want a BelowFloorError", err)
+			case tt.wantStop && !strings.Contains(err.Error(), "leaves the loader 30.0 MiB") || tt.wantStop && !strings.Contains(err.Error(), "floor of 40.0 MiB"):
+				t.Fatalf("message %q does not name the 30 MiB left and the 40 MiB floor", err)
+			case !tt.wantStop && !errors.Is(err, errDone):
+				t.Fatalf("Run = %v, want the sink's own end", err)
+			}
+			if tt.wantStop {
+				// The next epoch's graph does not start.
+				g2 := flow.New("next", rt.Options()...)
+				flow.Sink(flow.FromSlice(g2, "items", []int{1}), "consume", func(context.Context, int) error { return nil })
+				if err := rt.Run(ctx, g2); !errors.Is(err, ErrBelowFloor) {
+					t.Fatalf("next graph: Run = %v, want ErrBelowFloor again", err)
+				}
+			}
+		})
+	}
+}
+
+var errDone = errors.New("done")
 
 func TestRuntimeFixedAndValidate(t *testing.T) {
 	rt, err := New(Config{Mode: Fixed, MaxBudget: 8 * mib, Workers: 2, KeepGoMemoryLimit: true})

@@ -1,6 +1,7 @@
 package elastic
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -94,4 +95,56 @@ func (r *Runtime) setWorkersLocked() {
 	}
 	r.workers.SetLimit(n)
 	r.m.workers.Set(float64(decoding))
+}
+
+// FloorPolicy says what a loader does when the cgroup leaves it less than its floor.
+type FloorPolicy string
+
+const (
+	// StopBelowFloor (the default) ends the run with a [*BelowFloorError] as soon as
+	// the memory the cgroup leaves the loader now (not projected) is below its floor:
+	// a loader that cannot shrink further would otherwise take the co-tenant's memory
+	// or, as the OOM killer's first choice, die holding pinned memory that the kernel
+	// frees only after a second kill.
+	StopBelowFloor FloorPolicy = "stop"
+	// RunAtFloor runs on at the floor (budget at its floor, one decode worker) and
+	// leaves the outcome to the kernel.
+	RunAtFloor FloorPolicy = "run"
+)
+
+// ParseFloorPolicy parses "stop" or "run".
+func ParseFloorPolicy(s string) (FloorPolicy, error) {
+	switch FloorPolicy(s) {
+	case StopBelowFloor, RunAtFloor:
+		return FloorPolicy(s), nil
+	}
+	return "", fmt.Errorf("below-floor policy %q: want stop or run", s)
+}
+
+// ErrBelowFloor is matched (errors.Is) by every [*BelowFloorError].
+var ErrBelowFloor = errors.New("the cgroup leaves the loader less than its floor")
+
+// BelowFloorError ends a run under [StopBelowFloor]: it names what the cgroup left,
+// who held the rest and the floor.
+type BelowFloorError struct {
+	Report pressure.HeadroomReport
+	Floor  int64
+}
+
+func (e *BelowFloorError) Error() string {
+	r := e.Report
+	return fmt.Sprintf("stopped: the cgroup (%s) leaves the loader %s (limit %s − others %s − reserve %s), below its floor of %s; stopping rather than risk the co-tenant's OOM kill (-below-floor run runs on at the floor)",
+		r.Source, pressure.MiB(r.Current), pressure.MiB(r.Limit), pressure.MiB(r.Others()), pressure.MiB(r.Reserve), pressure.MiB(e.Floor))
+}
+
+// Is makes errors.Is(err, ErrBelowFloor) true.
+func (e *BelowFloorError) Is(target error) bool { return target == ErrBelowFloor }
+
+// belowFloorLocked returns the error that stops the run for rep, or nil. Called with
+// applyMu held.
+func (r *Runtime) belowFloorLocked(rep pressure.HeadroomReport) error {
+	if r.cfg.BelowFloor == RunAtFloor || !rep.Limited || rep.Current >= r.cfg.Floor {
+		return nil
+	}
+	return &BelowFloorError{Report: rep, Floor: r.cfg.Floor}
 }

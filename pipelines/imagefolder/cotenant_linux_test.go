@@ -134,26 +134,7 @@ func TestCotenantSurvivesLoader(t *testing.T) {
 		t.Skip("under the race detector every process's memory grows several times (shadow memory), so a 256 MiB cgroup shared with a 179 MiB co-tenant measures the detector, not the loader; run without -race")
 	}
 	const limit = 256 << 20
-	name := fmt.Sprintf("imagefoldertest-%s-%d", unsafeName.ReplaceAllString(t.Name(), "_"), os.Getpid())
-	g, err := cgroup.New(name)
-	if err != nil {
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, errors.ErrUnsupported) || errors.Is(err, cgroup.ErrNoController) {
-			t.Skipf("the host refuses to create cgroup %s: %v", name, err)
-		}
-		t.Fatalf("create cgroup %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = g.Kill(10 * time.Second)
-		if err := g.Remove(); err != nil {
-			t.Errorf("remove cgroup %s: %v", name, err)
-		}
-	})
-	if err := g.SetMemoryMax(limit); err != nil {
-		if errors.Is(err, cgroup.ErrNoController) || errors.Is(err, os.ErrPermission) {
-			t.Skipf("the host refuses a memory limit on cgroup %s: %v", name, err)
-		}
-		t.Fatal(err)
-	}
+	g, name := newLimitedGroup(t, limit)
 	// 240 JPEGs of 640×480 (about 60–100 KB each): four batches of 64 per epoch.
 	dir := filepath.Join(t.TempDir(), "class0")
 	const files = 240
@@ -229,6 +210,92 @@ func TestCotenantSurvivesLoader(t *testing.T) {
 		t.Fatalf("cgroup %s: oom_kill %d → %d", name, before.OOMKill, after.OOMKill)
 	}
 	t.Logf("loader stderr:\n%s", loader.stderr())
+}
+
+// newLimitedGroup makes a memory cgroup limited to limit bytes for t, removed at
+// its end; it skips t where the host refuses.
+func newLimitedGroup(t *testing.T, limit int64) (*cgroup.Group, string) {
+	t.Helper()
+	name := fmt.Sprintf("imagefoldertest-%s-%d", unsafeName.ReplaceAllString(t.Name(), "_"), os.Getpid())
+	g, err := cgroup.New(name)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, errors.ErrUnsupported) || errors.Is(err, cgroup.ErrNoController) {
+			t.Skipf("the host refuses to create cgroup %s: %v", name, err)
+		}
+		t.Fatalf("create cgroup %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = g.Kill(10 * time.Second)
+		if err := g.Remove(); err != nil {
+			t.Errorf("remove cgroup %s: %v", name, err)
+		}
+	})
+	if err := g.SetMemoryMax(limit); err != nil {
+		if errors.Is(err, cgroup.ErrNoController) || errors.Is(err, os.ErrPermission) {
+			t.Skipf("the host refuses a memory limit on cgroup %s: %v", name, err)
+		}
+		t.Fatal(err)
+	}
+	return g, name
+}
+
+// TestCotenantAt85PercentStopsLoader: 256 MiB cgroup, a co-tenant holding 85% of
+// it (about 38 MiB left after the reserve is below the loader's floor). The elastic
+// loader, started beside it, must stop at once with a message that names the memory
+// left and its floor, and the co-tenant must be untouched (oom_kill unchanged, its
+// memory intact when released). Not asserted: time.
+func TestCotenantAt85PercentStopsLoader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-cgroup test")
+	}
+	if raceEnabled {
+		t.Skip("under the race detector every process's memory grows several times (shadow memory); run without -race")
+	}
+	const limit = 256 << 20
+	g, name := newLimitedGroup(t, limit)
+	dir := filepath.Join(t.TempDir(), "class0")
+	if _, err := synth.JPEGFiles(dir, 64, synth.Image{Width: 640, Height: 480, Noise: 24}, 9); err != nil {
+		t.Fatal(err)
+	}
+	before, err := g.MemoryEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := startChild(t, g, "cotenant", cotenantBytesEnv+"="+strconv.Itoa(limit*85/100), cotenantRampEnv+"=1s")
+	select {
+	case <-co.held:
+	case <-co.done:
+		t.Fatalf("the co-tenant ended before it held its share: %v\n%s", describeExit(co.err), co.stderr())
+	case <-time.After(time.Minute):
+		t.Fatal("the co-tenant never reached its share")
+	}
+	loader := startChild(t, g, "loader", folderEnv+"="+filepath.Dir(dir))
+	select {
+	case <-loader.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the loader neither stopped nor finished within 2 minutes in cgroup %s", name)
+	}
+	out := loader.lastLine()
+	if loader.err == nil || !strings.Contains(out, "below its floor of") || !strings.Contains(out, "leaves the loader") {
+		t.Fatalf("loader: exit %v, last line %q; want it stopped below its floor\n%s", describeExit(loader.err), out, loader.stderr())
+	}
+	co.stdin.Close()
+	select {
+	case <-co.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the co-tenant did not exit within a minute of its release")
+	}
+	if co.err != nil {
+		t.Fatalf("the co-tenant failed: %v\n%s", describeExit(co.err), co.stderr())
+	}
+	after, err := g.MemoryEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.OOMKill != before.OOMKill {
+		t.Fatalf("cgroup %s: oom_kill %d → %d", name, before.OOMKill, after.OOMKill)
+	}
+	t.Logf("loader: %s", out)
 }
 
 // testChild is a helper process inside the test cgroup.

@@ -67,6 +67,10 @@ type Config struct {
 	// Pressure gates the source and its reads on the cgroup's memory pressure
 	// (with Memory set).
 	Pressure bool
+	// BelowFloor is what an elastic loader does when its cgroup leaves it less
+	// than its floor ([FloorOf]): [elastic.StopBelowFloor] ("" too) ends the run
+	// with an [elastic.BelowFloorError], [elastic.RunAtFloor] runs on at the floor.
+	BelowFloor elastic.FloorPolicy
 	// KeepOOMScore leaves oom_score_adj alone; the elastic runtime otherwise makes
 	// the loader the OOM killer's first choice in its cgroup.
 	KeepOOMScore bool
@@ -126,6 +130,11 @@ func (c Config) Validate() error {
 	}
 	if c.Memory != "" {
 		if _, err := elastic.ParseMode(string(c.Memory)); err != nil {
+			return fmt.Errorf("imagefolder: %w", err)
+		}
+	}
+	if c.BelowFloor != "" {
+		if _, err := elastic.ParseFloorPolicy(string(c.BelowFloor)); err != nil {
 			return fmt.Errorf("imagefolder: %w", err)
 		}
 	}

@@ -56,7 +56,8 @@ func FloorOf(cfg Config, paths []string) (Floor, error) {
 // newRuntime builds the memory runtime of cfg (cfg.Memory is set).
 func newRuntime(cfg Config, files *source.Files, hooks Hooks) (*elastic.Runtime, error) {
 	ec := elastic.Config{Mode: cfg.Memory, Pressure: cfg.Pressure, Workers: cfg.Workers, MaxBudget: cfg.Budget,
-		ReadRegistered: cfg.ReadBuffers, Registerer: hooks.Registerer, Info: hooks.Info, KeepOOMScore: cfg.KeepOOMScore}
+		ReadRegistered: cfg.ReadBuffers, Registerer: hooks.Registerer, Info: hooks.Info, KeepOOMScore: cfg.KeepOOMScore,
+		BelowFloor: cfg.BelowFloor}
 	if cfg.Memory == elastic.Elastic {
 		f, err := FloorOf(cfg, files.Paths())
 		if err != nil {

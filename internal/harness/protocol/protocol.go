@@ -10,6 +10,11 @@ import (
 	"time"
 )
 
+// ExitBelowFloor is the exit status of a loader that stopped on its own because its
+// cgroup left it less than its floor (psiflow's -below-floor stop): it yielded to
+// the co-tenant with a message instead of being OOM-killed.
+const ExitBelowFloor = 3
+
 // Event names the harness acts on.
 const (
 	// Batch reports one batch delivered to the consumer; N is its size.
