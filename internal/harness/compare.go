@@ -71,11 +71,11 @@ type Summary struct {
 	Finished int     `json:"finished"`
 	// TimedOut and OOMKilled count runs with those outcomes; OOMKills counts kills
 	// over all runs.
-	TimedOut  int    `json:"timed_out"`
-	OOMKilled int    `json:"oom_killed"`
+	TimedOut  int `json:"timed_out"`
+	OOMKilled int `json:"oom_killed"`
 	// Stopped counts runs that stopped below their floor with a message ([Stopped]).
-	Stopped int `json:"stopped_below_floor"`
-	OOMKills  uint64 `json:"oom_kills"`
+	Stopped  int    `json:"stopped_below_floor"`
+	OOMKills uint64 `json:"oom_kills"`
 	// SamplesPerSec is in samples per second; P50 and P99 in milliseconds; Peak in bytes.
 	SamplesPerSec Stat `json:"samples_per_sec"`
 	P50           Stat `json:"p50_batch_ms"`

@@ -152,9 +152,9 @@ type Runtime struct {
 	m       *metrics
 
 	level    atomic.Int32
-	headGoal atomic.Int64 // the budget the headroom asks for
-	goFit    atomic.Int64 // the Go memory limit the allowance leaves (0: none yet)
-	fit      fitState     // under applyMu
+	headGoal atomic.Int64            // the budget the headroom asks for
+	goFit    atomic.Int64            // the Go memory limit the allowance leaves (0: none yet)
+	fit      fitState                // under applyMu
 	stopRun  context.CancelCauseFunc // the running graph's, under applyMu (nil between graphs)
 	stopErr  error                   // why the run was stopped, under applyMu
 	applyMu  sync.Mutex
