@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -154,6 +155,15 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 			return fmt.Errorf("co-tenant: find this program: %w", err)
 		}
 		co = harness.CoTenant{Argv: []string{self, "cotenant"}, Ramp: *cotenantRamp}
+	}
+	// Refuse an output file that cannot be written before the runs, not after them.
+	for _, o := range []struct{ flag, path string }{{"-json", *jsonOut}, {"-md", *mdOut}, {"-svg", *svgOut}} {
+		if o.path == "" {
+			continue
+		}
+		if st, err := os.Stat(filepath.Dir(o.path)); err != nil || !st.IsDir() {
+			return fmt.Errorf("%w: %s %s: folder %s does not exist", errUsage, o.flag, o.path, filepath.Dir(o.path))
+		}
 	}
 	opts := harness.Options{Timeout: *timeout, Warmup: *warmup, Cold: *cold, Warm: *warm, Timeline: *timeline || *svgOut != ""}
 	if *cold || *warm {

@@ -209,3 +209,21 @@ echo '{"event":"done","samples":150,"t":16}'
 		t.Errorf("co-tenant %+v, want it to survive holding %d bytes", c, want)
 	}
 }
+
+// TestBenchRefusesUnwritableOutputFirst: an output file in a missing folder is a
+// usage error before any run, not a failure after all of them.
+func TestBenchRefusesUnwritableOutputFirst(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	for _, flagName := range []string{"-json", "-md", "-svg"} {
+		var out bytes.Buffer
+		missing := filepath.Join(dir, "missing", "report")
+		code := dispatch(context.Background(), &out, &out, []string{"bench", "-rounds", "1", flagName, missing, "--", "one=/bin/sh -c 'touch " + marker + "'"})
+		if code != 2 || !strings.Contains(out.String(), "folder "+filepath.Dir(missing)+" does not exist") {
+			t.Errorf("%s in a missing folder: exit %d, output %q; want usage error naming the folder", flagName, code, out.String())
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s: the loader ran before the output was checked", flagName)
+		}
+	}
+}

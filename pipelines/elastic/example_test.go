@@ -2,10 +2,12 @@ package elastic_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/pressure"
 )
 
 // Narrow bounds how many elements a stage of several workers holds at once; the
@@ -51,4 +53,22 @@ func ExampleNew() {
 	}
 	fmt.Println(rt.Mode(), rt.Budget().Limit()>>20, "MiB")
 	// Output: fixed 16 MiB
+}
+
+// A run that the cgroup leaves less than its floor ends with a BelowFloorError; a
+// launcher tells it from a failure with errors.Is and exits with its own status.
+func ExampleBelowFloorError() {
+	policy, err := elastic.ParseFloorPolicy("stop")
+	if err != nil {
+		panic(err)
+	}
+	var runErr error = &elastic.BelowFloorError{Floor: 40 << 20, Report: pressure.HeadroomReport{
+		MemorySample: pressure.MemorySample{Limit: 256 << 20, Limited: true, Source: "memory.max", Unreclaimable: 230 << 20, Self: 20 << 20},
+		Current:      30 << 20, Reserve: 16 << 20,
+	}}
+	fmt.Println(policy, errors.Is(runErr, elastic.ErrBelowFloor))
+	fmt.Println(runErr)
+	// Output:
+	// stop true
+	// stopped: the cgroup (memory.max) leaves the loader 30.0 MiB (limit 256.0 MiB − others 210.0 MiB − reserve 16.0 MiB), below its floor of 40.0 MiB; stopping rather than risk the co-tenant's OOM kill (-below-floor run runs on at the floor)
 }
