@@ -56,12 +56,16 @@ fi
 
 mkdir -p "$out"
 echo "run.sh: $(date -u '+%F %T UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs" >&2
+status=0
 for limit in ${limits//,/ }; do
+  # bench exits 1 when a run did not finish (the DataLoader is OOM-killed in most
+  # cells): keep going to the next limit and report that status at the end.
   bin/psiflow bench -data "$data" -limit "$limit" -cotenant "$shares" -cotenant-ramp "$ramp" \
     -rounds "$rounds" -timeout "$timeout" -warmup 3 -cold \
     -json "$out/cotenant-$limit.json" -md "$out/cotenant-$limit.md" -- \
     A=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} --epochs "$epochs" -- \
     B=bin/psiflow-imagefolder -data {data} -epochs "$epochs" "${b_flags[@]}" -- \
-    C=bin/psiflow-imagefolder -data {data} -epochs "$epochs" "${c_flags[@]}"
+    C=bin/psiflow-imagefolder -data {data} -epochs "$epochs" "${c_flags[@]}" || status=$?
 done
 echo "run.sh: done $(date -u '+%F %T UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+exit "$status"
