@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/harness/protocol"
 )
 
 // childMain runs the test binary as a fake loader. Modes (arguments after colons):
@@ -82,7 +84,11 @@ func childMain(mode string) int {
 	case "fail":
 		fmt.Println(`{"event":"batch","n":1,"t":0.5}`)
 		fmt.Fprintln(os.Stderr, "loading\nboom")
-		return 3
+		return 4
+	case "belowfloor":
+		fmt.Println(`{"event":"batch","n":1,"t":0.5}`)
+		fmt.Println(`{"event":"done","error":"stopped: the cgroup leaves the loader 20.0 MiB","t":0.6}`)
+		return protocol.ExitBelowFloor
 	case "doneerr":
 		fmt.Println(`{"event":"done","error":"no such dataset","t":0.1}`)
 		return 0

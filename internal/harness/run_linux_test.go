@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
@@ -177,10 +178,12 @@ func TestRunFailures(t *testing.T) {
 	tests := []struct {
 		name, mode string
 		exit       int
+		want       Outcome
 		detail     []string
 	}{
-		{name: "exit status", mode: "fail", exit: 3, detail: []string{"exit status 3", "no done event", "stderr: boom"}},
-		{name: "done with error", mode: "doneerr", exit: 0, detail: []string{"loader error: no such dataset"}},
+		{name: "exit status", mode: "fail", exit: 4, want: Failed, detail: []string{"exit status 4", "no done event", "stderr: boom"}},
+		{name: "done with error", mode: "doneerr", exit: 0, want: Failed, detail: []string{"loader error: no such dataset"}},
+		{name: "stopped below its floor", mode: "belowfloor", exit: protocol.ExitBelowFloor, want: Stopped, detail: []string{"loader error: stopped: the cgroup leaves the loader"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,8 +195,8 @@ func TestRunFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertRemoved(t, res.Group)
-			if res.Outcome != Failed || res.ExitCode != tt.exit {
-				t.Fatalf("outcome %s exit %d (%s), want failed with %d", res.Outcome, res.ExitCode, res.Detail, tt.exit)
+			if res.Outcome != tt.want || res.ExitCode != tt.exit {
+				t.Fatalf("outcome %s exit %d (%s), want %s with %d", res.Outcome, res.ExitCode, res.Detail, tt.want, tt.exit)
 			}
 			for _, d := range tt.detail {
 				if !strings.Contains(res.Detail, d) {
