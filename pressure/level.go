@@ -282,3 +282,22 @@ func (m *Model) Next() time.Time {
 	}
 	return end
 }
+
+// LevelOfShares is the level that stall shares (0..1) of one interval, taken from
+// the growth of a pressure file's totals, call for under cfg's thresholds (after
+// defaults): Critical at a full share of CriticalFull, Full at FullEnter, Some at a
+// some share of SomeEnter, else Normal. It is what [Model] would say of the interval
+// from the totals alone, without hysteresis or notifications; `psiflow pressure
+// watch` compares it with the model's level to report their agreement.
+func LevelOfShares(some, full float64, cfg ModelConfig) Level {
+	cfg.fill()
+	switch {
+	case full >= cfg.CriticalFull:
+		return LevelCritical
+	case full >= cfg.FullEnter:
+		return LevelFull
+	case some >= cfg.SomeEnter:
+		return LevelSome
+	}
+	return LevelNormal
+}

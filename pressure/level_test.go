@@ -197,3 +197,25 @@ func TestLevelString(t *testing.T) {
 		t.Error("ParseLevel(high) succeeded")
 	}
 }
+
+func TestLevelOfShares(t *testing.T) {
+	tests := []struct {
+		some, full float64
+		want       Level
+	}{
+		{0, 0, LevelNormal},
+		{0.019, 0.019, LevelNormal},
+		{0.02, 0.0, LevelSome},
+		{0.3, 0.02, LevelFull},
+		{0.9, 0.49, LevelFull},
+		{0.9, 0.5, LevelCritical},
+	}
+	for _, tt := range tests {
+		if got := LevelOfShares(tt.some, tt.full, ModelConfig{}); got != tt.want {
+			t.Errorf("LevelOfShares(%g, %g) = %s, want %s", tt.some, tt.full, got, tt.want)
+		}
+	}
+	if got := LevelOfShares(0.05, 0, ModelConfig{SomeEnter: 0.1, SomeExit: 0.05}); got != LevelNormal {
+		t.Errorf("a some share under a raised SomeEnter: %s, want normal", got)
+	}
+}

@@ -144,6 +144,13 @@ func runPressureWatch(ctx context.Context, stdout io.Writer, args []string) erro
 
 	tick := time.NewTicker(*interval)
 	defer tick.Stop()
+	// Agreement: each interval is also classified from the growth of the pressure
+	// file's totals (pressure.LevelOfShares, the model's own thresholds) and compared
+	// with the level the model reports at its end.
+	var agree agreement
+	if p, err := pressure.ReadPSI(psiPath); err == nil {
+		agree.start(p, time.Now())
+	}
 	var runErr error
 	finished := false
 loop:
@@ -158,6 +165,9 @@ loop:
 			// disturb the triggers.
 			if p, err := pressure.ReadPSI(psiPath); err == nil {
 				line += fmt.Sprintf(" some avg10=%.2f%% full avg10=%.2f%%", p.Some.Avg10, p.Full.Avg10)
+				if totals, ok := agree.observe(p, now, gate.Stats().Level, model.Config()); ok {
+					line += fmt.Sprintf(" interval: some %.1f%% full %.1f%% (%s)", 100*totals.some, 100*totals.full, totals.level)
+				}
 			}
 			st := gate.Stats()
 			out.printf("%s permits=%d/%d\n", line, st.Limit, gate.Policy().MaxPermits)
@@ -172,9 +182,63 @@ loop:
 	}
 	var report strings.Builder
 	rec.Snapshot(time.Now()).WriteReport(&report)
+	agree.writeReport(&report)
 	out.printf("%s", report.String())
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
 	}
 	return nil
+}
+
+// agreement compares the model's level with what the pressure file's totals say of
+// each status interval.
+type agreement struct {
+	prev              pressure.PSI
+	prevAt, firstAt   time.Time
+	first             pressure.PSI
+	intervals, agreed int
+	started           bool
+}
+
+// intervalTotals is what the totals say of one interval.
+type intervalTotals struct {
+	some, full float64
+	level      pressure.Level
+}
+
+func (a *agreement) start(p pressure.PSI, at time.Time) {
+	a.prev, a.prevAt, a.first, a.firstAt, a.started = p, at, p, at, true
+}
+
+// observe classifies the interval since the last observation and counts whether the
+// model's level at its end agrees; ok is false for the first observation.
+func (a *agreement) observe(p pressure.PSI, at time.Time, level pressure.Level, cfg pressure.ModelConfig) (intervalTotals, bool) {
+	if !a.started {
+		a.start(p, at)
+		return intervalTotals{}, false
+	}
+	dt := at.Sub(a.prevAt)
+	if dt <= 0 {
+		return intervalTotals{}, false
+	}
+	t := intervalTotals{some: float64(p.Some.Total-a.prev.Some.Total) / float64(dt), full: float64(p.Full.Total-a.prev.Full.Total) / float64(dt)}
+	t.level = pressure.LevelOfShares(t.some, t.full, cfg)
+	a.prev, a.prevAt = p, at
+	a.intervals++
+	if t.level == level {
+		a.agreed++
+	}
+	return t, true
+}
+
+// writeReport adds the agreement and the run's stall shares from the totals.
+func (a *agreement) writeReport(b *strings.Builder) {
+	if a.intervals == 0 {
+		return
+	}
+	wall := a.prevAt.Sub(a.firstAt)
+	fmt.Fprintf(b, "memory.pressure totals over %.1fs: some %.1f%%, full %.1f%% of the time stalled\n", wall.Seconds(),
+		100*float64(a.prev.Some.Total-a.first.Some.Total)/float64(wall), 100*float64(a.prev.Full.Total-a.first.Full.Total)/float64(wall))
+	fmt.Fprintf(b, "level agrees with the totals in %d of %d intervals (%.0f%%): each interval classified by its stall shares against the model's thresholds\n",
+		a.agreed, a.intervals, 100*float64(a.agreed)/float64(a.intervals))
 }

@@ -7,9 +7,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/internal/kerneltest"
+	"github.com/psiflow/psiflow/pressure"
 )
 
 func TestPressureWatch(t *testing.T) {
@@ -35,7 +37,8 @@ func TestPressureWatch(t *testing.T) {
 		{"own cgroup", []string{"--duration", "700ms", "--interval", "200ms"}, 0,
 			// Not level=normal: other tests on this machine may make real
 			// pressure while this runs; the stream's shape is what is checked.
-			[]string{"watching memory pressure of this process", "status level=", "/64", "Pressure level distribution"}},
+			[]string{"watching memory pressure of this process", "status level=", "/64", "Pressure level distribution",
+				"memory.pressure totals over", "level agrees with the totals in"}},
 		{"named cgroup, polling", []string{"--cgroup", g.Name(), "--no-triggers", "--no-vmpressure", "--duration", "500ms", "--interval", "100ms"}, 0,
 			[]string{"cgroup " + g.Name(), "psi poller every 100ms", "not used: psi-trigger: disabled", "not used: vmpressure: disabled"}},
 		{"custom trigger", []string{"--trigger", "full 200000 4000000", "--duration", "300ms"}, 0,
@@ -60,5 +63,43 @@ func TestPressureWatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWatchAgreement: each interval is classified from the growth of the totals and
+// compared with the model's level at its end.
+func TestWatchAgreement(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	psiAt := func(some, full time.Duration) pressure.PSI {
+		var p pressure.PSI
+		p.Some.Total, p.Full.Total = some, full
+		return p
+	}
+	var a agreement
+	if _, ok := a.observe(psiAt(0, 0), t0, pressure.LevelNormal, pressure.ModelConfig{}); ok {
+		t.Fatal("the first observation has no interval")
+	}
+	steps := []struct {
+		some, full time.Duration // totals at the end of a 1 s interval
+		level      pressure.Level
+		want       pressure.Level
+	}{
+		{0, 0, pressure.LevelNormal, pressure.LevelNormal},                                      // agrees
+		{30 * time.Millisecond, 30 * time.Millisecond, pressure.LevelSome, pressure.LevelFull},  // 3% full: the model said some
+		{60 * time.Millisecond, 60 * time.Millisecond, pressure.LevelFull, pressure.LevelFull},  // agrees
+		{700 * time.Millisecond, 60 * time.Millisecond, pressure.LevelSome, pressure.LevelSome}, // 64% some, no full: agrees
+	}
+	for i, st := range steps {
+		got, ok := a.observe(psiAt(st.some, st.full), t0.Add(time.Duration(i+1)*time.Second), st.level, pressure.ModelConfig{})
+		if !ok || got.level != st.want {
+			t.Fatalf("interval %d: %+v (ok %v), want level %s", i, got, ok, st.want)
+		}
+	}
+	var b strings.Builder
+	a.writeReport(&b)
+	for _, want := range []string{"some 17.5%, full 1.5% of the time stalled", "in 3 of 4 intervals (75%)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
 	}
 }
