@@ -343,7 +343,9 @@ func (r *Runtime) Options() []flow.Option {
 
 // Run runs g (built with [Runtime.Options]) under the pressure monitor (with
 // Pressure) while the headroom is sampled (Elastic). It returns g's error once
-// everything it started has stopped.
+// everything it started has stopped, or, under [StopBelowFloor], the
+// [*BelowFloorError] that ended g (and every later Run of the runtime) because the
+// cgroup left the loader less than its floor.
 func (r *Runtime) Run(ctx context.Context, g *flow.Graph) error {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
