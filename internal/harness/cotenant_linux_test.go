@@ -110,8 +110,11 @@ func TestRunCoTenantRampAndHold(t *testing.T) {
 	if late < bytes || late == 1<<62 {
 		t.Errorf("memory.current after the co-tenant held: at least %d, want ≥ %d", late, bytes)
 	}
-	if early > bytes/2 {
-		t.Errorf("memory.current in the first tenth of the ramp reached %d, want < %d (paced)", early, bytes/2)
+	// Paced: in the first tenth of the ramp at least half of the co-tenant's bytes
+	// were still to come. Measured against the held level, not against zero: the two
+	// processes' own memory (several times larger under -race) is there from the start.
+	if early > late-bytes/2 {
+		t.Errorf("memory.current in the first tenth of the ramp reached %d, within %d of the %d held after it; want more than half of the co-tenant's %d still to come (paced)", early, late-early, late, bytes)
 	}
 	if res.Steady.N < MinSteadySamples || res.Steady.From < c.Held.Seconds() || res.Steady.CV > 0.05 {
 		t.Errorf("steady state %+v: want ≥ %d samples from the hold on, CV under 5%%", res.Steady, MinSteadySamples)
