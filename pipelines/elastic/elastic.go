@@ -397,7 +397,18 @@ func (r *Runtime) Run(ctx context.Context, g *flow.Graph) error {
 // NextEpoch resizes the registered read pool between two graphs (see
 // [ReadBuffers.NextEpoch]); call it after one graph's Run returned and before the
 // next graph is built.
+//
+// In Elastic mode it also collects the previous graph's garbage first, so that the
+// next graph's allocations reuse it: otherwise the Go heap peaks at two graphs' worth
+// at every epoch boundary and keeps those pages (measured: the loader's memory stepped
+// from 64 to 82–86 MiB at the start of epoch 2 and stayed there).
 func (r *Runtime) NextEpoch() error {
+	if r.cfg.Mode == Elastic {
+		// Twice: the first collection moves what sync.Pools hold (decode scratch,
+		// batch tensors) to their victim caches, the second frees it.
+		runtime.GC()
+		runtime.GC()
+	}
 	if r.rb == nil {
 		return nil
 	}
