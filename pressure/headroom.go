@@ -26,8 +26,12 @@ type MemorySample struct {
 	// Source names the file the limit came from.
 	Source string
 	// Unreclaimable is what the whole group holds that reclaim cannot take without
-	// swap: anonymous plus shared memory (memory.stat anon+shmem on v2, total_rss +
-	// total_shmem on v1; MemTotal − MemAvailable without a limit).
+	// swap: anonymous, shared and unevictable memory (memory.stat anon + shmem +
+	// unevictable on v2, total_rss + total_shmem + total_unevictable on v1;
+	// MemTotal − MemAvailable without a limit). Unevictable pages include program
+	// text that a process locked (the elastic runtime's own, when its pages were
+	// first read in this group): they are counted among the others' memory, since
+	// Self (below) has only anonymous and shared pages.
 	Unreclaimable int64
 	// Self is this process's own part of it: RssAnon + RssShmem of /proc/self/status.
 	Self int64
@@ -296,12 +300,15 @@ func CgroupMemory(tree *cgroup.Tree, proc string) (func() (MemorySample, error),
 		if err != nil {
 			return s, err
 		}
+		// Unevictable pages (mlocked program text, ramfs) cannot be reclaimed
+		// either. Mlocked anonymous pages are counted in both, which errs on the side
+		// of the others.
 		if v2 {
-			s.Unreclaimable = int64(st["anon"] + st["shmem"])
+			s.Unreclaimable = int64(st["anon"] + st["shmem"] + st["unevictable"])
 		} else if _, ok := st["total_rss"]; ok {
-			s.Unreclaimable = int64(st["total_rss"] + st["total_shmem"])
+			s.Unreclaimable = int64(st["total_rss"] + st["total_shmem"] + st["total_unevictable"])
 		} else {
-			s.Unreclaimable = int64(st["rss"] + st["shmem"])
+			s.Unreclaimable = int64(st["rss"] + st["shmem"] + st["unevictable"])
 		}
 		return s, nil
 	}, nil

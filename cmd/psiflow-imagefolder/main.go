@@ -79,6 +79,7 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	memory := fs.String("memory", "elastic", "memory runtime: elastic (budget follows the cgroup's headroom, memory given back under pressure) or fixed (64 MiB registered read pool, a quarter of the limit as budget, nothing given back)")
 	fs.BoolVar(&c.Pressure, "pressure", true, "gate the source and its reads on the cgroup's memory pressure")
 	belowFloor := fs.String("below-floor", "stop", "with -memory elastic, when the cgroup leaves the loader less than its floor: stop (exit status 3 with a message naming the memory left) or run (on at the floor)")
+	lockText := fs.Bool("lock-text", true, "with -memory elastic: lock the program's code in memory as it is faulted in (mlock2 MLOCK_ONFAULT), so reclaim does not evict the monitor; the locked pages are charged to the cgroup that first reads them")
 	oomVictim := fs.Bool("oom-victim", true, "with -memory elastic: make the loader the OOM killer's first choice in its cgroup (oom_score_adj 1000), so the trainer beside it is spared")
 	flagval.IntVar(fs, &c.Queue, "queue", 4, 1, 1<<20, "default edge queue size (elements); batch edges hold 1")
 	flagval.IntVar(fs, &c.Resize, "resize", 256, 1, 65536, "Resize: shorter side")
@@ -103,6 +104,7 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 		return c, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	c.KeepOOMScore = !*oomVictim
+	c.KeepTextUnlocked = !*lockText
 	var err error
 	if c.BelowFloor, err = elastic.ParseFloorPolicy(*belowFloor); err != nil {
 		return c, "", fmt.Errorf("-below-floor: %w", err)

@@ -67,6 +67,9 @@ type Config struct {
 	// Pressure gates the source and its reads on the cgroup's memory pressure
 	// (with Memory set).
 	Pressure bool
+	// KeepTextUnlocked leaves the program's code reclaimable; the elastic runtime
+	// otherwise locks it as it is faulted in (see elastic.Config.KeepTextUnlocked).
+	KeepTextUnlocked bool
 	// BelowFloor is what an elastic loader does when its cgroup leaves it less
 	// than its floor ([FloorOf]): [elastic.StopBelowFloor] ("" too) ends the run
 	// with an [elastic.BelowFloorError], [elastic.RunAtFloor] runs on at the floor.

@@ -57,7 +57,7 @@ func FloorOf(cfg Config, paths []string) (Floor, error) {
 func newRuntime(cfg Config, files *source.Files, hooks Hooks) (*elastic.Runtime, error) {
 	ec := elastic.Config{Mode: cfg.Memory, Pressure: cfg.Pressure, Workers: cfg.Workers, MaxBudget: cfg.Budget,
 		ReadRegistered: cfg.ReadBuffers, Registerer: hooks.Registerer, Info: hooks.Info, KeepOOMScore: cfg.KeepOOMScore,
-		BelowFloor: cfg.BelowFloor}
+		BelowFloor: cfg.BelowFloor, KeepTextUnlocked: cfg.KeepTextUnlocked}
 	if cfg.Memory == elastic.Elastic {
 		f, err := FloorOf(cfg, files.Paths())
 		if err != nil {
