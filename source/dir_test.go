@@ -66,6 +66,10 @@ func TestDirSymlinksAndCase(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("Dir(%s) = %v, want %v", root, got, want)
 		}
+		paths := d.Paths()
+		if d.Len() != len(paths) || d.Path(0) != paths[0] || d.Path(d.Len()-1) != paths[len(paths)-1] {
+			t.Fatalf("Dir(%s): Len %d, Path(0) %q, Path(last) %q disagree with Paths %v", root, d.Len(), d.Path(0), d.Path(d.Len()-1), paths)
+		}
 	}
 }
 

@@ -40,6 +40,12 @@ func Glob(patterns ...string) (*Files, error) {
 // Paths returns the dataset's files in their base order.
 func (d *Files) Paths() []string { return slices.Clone(d.paths) }
 
+// Len returns the number of files.
+func (d *Files) Len() int { return len(d.paths) }
+
+// Path returns the i-th file of the base order (0 ≤ i < Len).
+func (d *Files) Path(i int) string { return d.paths[i] }
+
 // Samples starts an epoch over the files for one rank: Next returns one
 // Sample per file whose single field is named after the file's extension.
 // The order is the rank's share of the epoch's file order, then the bounded

@@ -193,11 +193,9 @@ loop:
 // agreement compares the model's level with what the pressure file's totals say of
 // each status interval.
 type agreement struct {
-	prev              pressure.PSI
-	prevAt, firstAt   time.Time
-	first             pressure.PSI
+	prev, first       pressure.PSI
+	prevAt, firstAt   time.Time // zero before the first observation
 	intervals, agreed int
-	started           bool
 }
 
 // intervalTotals is what the totals say of one interval.
@@ -207,13 +205,13 @@ type intervalTotals struct {
 }
 
 func (a *agreement) start(p pressure.PSI, at time.Time) {
-	a.prev, a.prevAt, a.first, a.firstAt, a.started = p, at, p, at, true
+	a.prev, a.prevAt, a.first, a.firstAt = p, at, p, at
 }
 
 // observe classifies the interval since the last observation and counts whether the
 // model's level at its end agrees; ok is false for the first observation.
 func (a *agreement) observe(p pressure.PSI, at time.Time, level pressure.Level, cfg pressure.ModelConfig) (intervalTotals, bool) {
-	if !a.started {
+	if a.firstAt.IsZero() {
 		a.start(p, at)
 		return intervalTotals{}, false
 	}

@@ -10,12 +10,15 @@
 //     comes back.
 //   - The read buffers ([ReadBuffers]): a small registered pool sized to the reads in
 //     flight plus an unregistered spill pool that pressure switches reads to and
-//     that is given back (MADV_DONTNEED) at Critical; the registered pool is
+//     that is given back (MADV_DONTNEED) at Critical and while the loader holds
+//     more than its allowance; the registered pool is
 //     re-registered smaller at the next epoch after pressure.
-//   - The decode-worker limit ([Workers], [Narrow]): narrowed at Some and Full,
-//     restored at Normal.
-//   - The Go heap bound: debug.SetMemoryLimit follows the budget, and
-//     debug.FreeOSMemory runs at Critical.
+//   - The decode-worker limit ([Workers], [Narrow]): narrowed at Some and Full and
+//     while the loader holds more than its allowance, restored after.
+//   - The Go heap bound: debug.SetMemoryLimit follows the budget and the allowance,
+//     and debug.FreeOSMemory runs at Critical and while the loader is over its
+//     allowance (at most every 500 ms).
+//   - Below its floor the run stops with a [*BelowFloorError] ([StopBelowFloor]).
 //   - The shed actions registered on the pressure gate, each counted in
 //     psiflow_shed_action_runs_total and psiflow_shed_action_freed_bytes_total
 //     (label action), and the psiflow_elastic_* gauges.

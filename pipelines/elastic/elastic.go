@@ -349,14 +349,9 @@ func (r *Runtime) Options() []flow.Option {
 func (r *Runtime) Run(ctx context.Context, g *flow.Graph) error {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// stopErr is set by any report applied so far, New's first sample included.
 	r.applyMu.Lock()
 	stopped := r.stopErr
-	if stopped == nil && r.head != nil {
-		if last := r.head.Last(); !last.At.IsZero() {
-			stopped = r.belowFloorLocked(last)
-		}
-	}
-	r.stopErr = stopped
 	r.stopRun = cancel
 	r.applyMu.Unlock()
 	defer func() {
@@ -535,13 +530,18 @@ func (r *Runtime) shedUMA(context.Context) error {
 
 // shedHeap returns the Go heap's free memory to the kernel (Critical).
 func (r *Runtime) shedHeap(context.Context) error {
+	r.freeHeap()
+	return nil
+}
+
+// freeHeap runs debug.FreeOSMemory and counts it under ActionGoHeap with the bytes
+// the heap released.
+func (r *Runtime) freeHeap() {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	debug.FreeOSMemory()
 	runtime.ReadMemStats(&after)
-	freed := int64(after.HeapReleased) - int64(before.HeapReleased)
-	r.m.ran(ActionGoHeap, max(0, freed))
-	return nil
+	r.m.ran(ActionGoHeap, max(0, int64(after.HeapReleased)-int64(before.HeapReleased)))
 }
 
 // OnShed registers a further shed action, run at Critical and counted under action

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
-	"runtime/debug"
 	rtmetrics "runtime/metrics"
 	"time"
 
@@ -69,11 +67,7 @@ func (r *Runtime) fitLocked(rep pressure.HeadroomReport) {
 	}
 	if goUsed > r.goFit.Load() && time.Since(r.fit.lastFree) >= freeEvery {
 		r.fit.lastFree = time.Now()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		debug.FreeOSMemory()
-		runtime.ReadMemStats(&after)
-		r.m.ran(ActionGoHeap, max(0, int64(after.HeapReleased)-int64(before.HeapReleased)))
+		r.freeHeap()
 	}
 }
 

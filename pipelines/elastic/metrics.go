@@ -15,12 +15,15 @@ const (
 	// ActionReadBuffers sends reads to the unregistered spill pool while pressure
 	// lasts and re-registers a smaller pool at the next epoch.
 	ActionReadBuffers = "read_buffers"
-	// ActionUMAIdle gives idle UMA chunks back (MADV_DONTNEED) at Critical.
+	// ActionUMAIdle gives idle UMA chunks back (MADV_DONTNEED) at Critical and while
+	// the loader holds more than its allowance.
 	ActionUMAIdle = "uma_idle"
-	// ActionGoHeap bounds the Go heap (debug.SetMemoryLimit follows the budget) and
-	// returns it (debug.FreeOSMemory) at Critical.
+	// ActionGoHeap bounds the Go heap (debug.SetMemoryLimit follows the budget and
+	// the allowance) and returns it (debug.FreeOSMemory) at Critical and while the
+	// loader holds more than its allowance.
 	ActionGoHeap = "go_heap"
-	// ActionDecodeWorkers narrows decoding while pressure lasts.
+	// ActionDecodeWorkers narrows decoding while pressure lasts or the loader holds
+	// more than its allowance.
 	ActionDecodeWorkers = "decode_workers"
 	// ActionSampleCache drops the coldest entries of a pipeline's sample cache at
 	// Critical (registered with [Runtime.OnShed] by the pipeline that has one).

@@ -127,12 +127,7 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 // loader finishes with every sample, the co-tenant is alive afterwards and exits
 // cleanly, and the cgroup's oom_kill counter did not move. Not asserted: time.
 func TestCotenantSurvivesLoader(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real-cgroup test (about a minute on a loaded machine)")
-	}
-	if raceEnabled {
-		t.Skip("under the race detector every process's memory grows several times (shadow memory), so a 256 MiB cgroup shared with a 179 MiB co-tenant measures the detector, not the loader; run without -race")
-	}
+	skipUnlessRealCotenant(t)
 	const limit = 256 << 20
 	g, name := newLimitedGroup(t, limit)
 	// 240 JPEGs of 640×480 (about 60–100 KB each): four batches of 64 per epoch.
@@ -219,6 +214,17 @@ func releaseCotenant(t *testing.T, g *cgroup.Group, co *testChild, oomKills uint
 	}
 }
 
+// skipUnlessRealCotenant skips the real co-tenant tests under -short and -race.
+func skipUnlessRealCotenant(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real-cgroup test (about a minute on a loaded machine)")
+	}
+	if raceEnabled {
+		t.Skip("under the race detector every process's memory grows several times (shadow memory), so a 256 MiB cgroup shared with a co-tenant holding most of it measures the detector, not the loader; run without -race (make test-cotenant)")
+	}
+}
+
 // newLimitedGroup makes a memory cgroup limited to limit bytes for t, removed at
 // its end; it skips t where the host refuses.
 func newLimitedGroup(t *testing.T, limit int64) (*cgroup.Group, string) {
@@ -252,12 +258,7 @@ func newLimitedGroup(t *testing.T, limit int64) (*cgroup.Group, string) {
 // left and its floor, and the co-tenant must be untouched (oom_kill unchanged, its
 // memory intact when released). Not asserted: time.
 func TestCotenantAt85PercentStopsLoader(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real-cgroup test")
-	}
-	if raceEnabled {
-		t.Skip("under the race detector every process's memory grows several times (shadow memory); run without -race")
-	}
+	skipUnlessRealCotenant(t)
 	const limit = 256 << 20
 	g, name := newLimitedGroup(t, limit)
 	dir := filepath.Join(t.TempDir(), "class0")

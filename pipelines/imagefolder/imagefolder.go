@@ -238,8 +238,8 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		hooks.info("reader: %s", st.Backend)
 	}
 	if cfg.Direct {
-		if paths := files.Paths(); len(paths) > 0 {
-			if err := source.ProbeDirect(paths[0]); err != nil {
+		if files.Len() > 0 {
+			if err := source.ProbeDirect(files.Path(0)); err != nil {
 				hooks.info("reads: buffered, O_DIRECT refused here (%v)", err)
 			} else {
 				hooks.info("reads: O_DIRECT, past the page cache")
