@@ -118,7 +118,7 @@ fuzz-source:
 	$(GO) test -run '^$$' -fuzz '^FuzzTarReader$$' -fuzztime $(FUZZTIME) ./source
 	$(GO) test -run '^$$' -fuzz '^FuzzParquetReader$$' -fuzztime $(FUZZTIME) ./source
 	$(GO) test -run '^$$' -fuzz '^FuzzArrowReader$$' -fuzztime $(FUZZTIME) ./source
-	$(GO) test -run '^$$' -fuzz '^FuzzParseSize$$' -fuzztime $(FUZZTIME) ./internal/flagval
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/bytesize
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFloat$$' -fuzztime $(FUZZTIME) ./internal/flagval
 
 # A Python loop fed by psiflow's PyTorch consumer (psiflow serve + python/psiflow, numpy
