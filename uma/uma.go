@@ -131,7 +131,7 @@ type UMA struct {
 }
 
 type leaseCounts struct {
-	bytes, pins, stables, transfers int
+	bytes, pins, stables, transfers, registrations int
 }
 
 // New validates cfg and returns a UMA. Validation: StableBytes must fit in the
@@ -242,6 +242,14 @@ func (u *UMA) Outstanding() Leases {
 	return Leases{u.leases.bytes, u.leases.pins, u.leases.stables, u.leases.transfers}
 }
 
+// Registrations returns the number of device registrations ([Arena.Register])
+// not yet released, over all arenas. [UMA.CheckNoLeases] counts them too.
+func (u *UMA) Registrations() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.leases.registrations
+}
+
 // CheckNoLeases returns an error naming every arena that still holds leases:
 // a pipeline that ended, failed or was cancelled must leave none.
 func (u *UMA) CheckNoLeases() error {
@@ -322,6 +330,8 @@ type ChunkRecord struct {
 	Pins    int
 	Mlocked bool
 	Stables int
+	// Registered counts device registrations covering the chunk.
+	Registered int
 }
 
 // ArenaSnapshot is one arena in a [Snapshot].
@@ -346,7 +356,9 @@ type Snapshot struct {
 	// PreemptibleMarked those in state PREEMPTIBLE.
 	PreemptibleTotal, PreemptibleMarked int64
 	Leases                              Leases
-	Faults, Rehydrations                int64
+	// Registrations counts device registrations ([Arena.Register]).
+	Registrations        int
+	Faults, Rehydrations int64
 }
 
 // Snapshot copies the ledger.
@@ -354,12 +366,13 @@ func (u *UMA) Snapshot() Snapshot {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	s := Snapshot{
-		Version:     u.version,
-		States:      map[State]int{},
-		StableTotal: u.cfg.StableBytes,
-		StableUsed:  u.stableUsed,
-		Leases:      Leases{u.leases.bytes, u.leases.pins, u.leases.stables, u.leases.transfers},
-		Faults:      u.faults.Load(), Rehydrations: u.rehydrations.Load(),
+		Version:       u.version,
+		States:        map[State]int{},
+		StableTotal:   u.cfg.StableBytes,
+		StableUsed:    u.stableUsed,
+		Leases:        Leases{u.leases.bytes, u.leases.pins, u.leases.stables, u.leases.transfers},
+		Registrations: u.leases.registrations,
+		Faults:        u.faults.Load(), Rehydrations: u.rehydrations.Load(),
 	}
 	for _, a := range u.order {
 		as := ArenaSnapshot{Name: a.name, Pool: a.pool != nil, ChunkSize: a.chunkSize, Size: a.size, Chunks: make([]ChunkRecord, len(a.chunks))}
@@ -368,7 +381,7 @@ func (u *UMA) Snapshot() Snapshot {
 			n := a.chunkLen(i)
 			as.Chunks[i] = ChunkRecord{
 				ID: ChunkID{a.name, i}, State: c.state, Version: c.version, LastAccess: time.Duration(c.lastAccess),
-				Bytes: n, Refs: int(c.refs), Pins: int(c.pins), Mlocked: c.mlocked, Stables: int(c.stables),
+				Bytes: n, Refs: int(c.refs), Pins: int(c.pins), Mlocked: c.mlocked, Stables: int(c.stables), Registered: int(c.regs),
 			}
 			s.States[c.state]++
 			if a.pool == nil && c.stables == 0 {
