@@ -10,12 +10,10 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/pipelines"
@@ -160,22 +158,20 @@ func progressLine(s progress.Snapshot, level string) string {
 }
 
 // runPipelineInCgroup re-runs this command as a child in a fresh cgroup with the
-// file's limits, forwards SIGINT/SIGTERM to it (so it stops gracefully and prints its
-// summary), and removes the group afterwards.
+// file's limits (sweeping first the groups of launchers that were killed, and guarded
+// by a watchdog should this one be), forwards SIGINT, SIGTERM and SIGHUP to it (so it
+// stops gracefully and prints its summary), kills the group if the child outlives
+// runGrace, and removes the group afterwards.
 func runPipelineInCgroup(ctx context.Context, stdout io.Writer, p *pipelines.Pipeline, args []string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	g, err := cgroup.New("run-" + strconv.Itoa(os.Getpid()))
+	g, cleanup, err := newLauncherGroup("run", "run-"+strconv.Itoa(os.Getpid()))
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := g.Remove(); err != nil {
-			fmt.Fprintf(os.Stderr, "psiflow run: %v\n", err)
-		}
-	}()
+	defer cleanup()
 	r := p.Resource
 	if err := applyLimits(g, r.Memory, r.MemoryHigh, r.CPUs, 0, r.Pids); err != nil {
 		return fmt.Errorf("cgroup %s: %w", g.Name(), err)
@@ -185,32 +181,19 @@ func runPipelineInCgroup(ctx context.Context, stdout io.Writer, p *pipelines.Pip
 	cmd := exec.Command(self, append([]string{"run"}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
 	cmd.Env = append(os.Environ(), envRunChild+"=1")
+	gc := prepareGroupedCommand("run", g, cmd, runGrace)
 	start := time.Now()
-	if err := g.Start(cmd); err != nil {
+	if err := gc.start(); err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-		}
-		// Graceful first: the child stops its graph and prints its summary.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = g.Kill(5 * time.Second)
-		}
-	}()
+	exited := make(chan struct{})
+	stopped := make(chan stopReport)
+	go func() { stopped <- gc.supervise(ctx, exited, os.Stderr) }()
 	waitErr := cmd.Wait()
-	close(done)
-	<-stopped
+	close(exited)
+	rep := <-stopped
 	printGroupSummary(stdout, g, time.Since(start))
-	if ctx.Err() != nil {
+	if rep.signal != nil || ctx.Err() != nil {
 		return errStopped
 	}
 	if waitErr != nil {
@@ -218,6 +201,10 @@ func runPipelineInCgroup(ctx context.Context, stdout io.Writer, p *pipelines.Pip
 	}
 	return nil
 }
+
+// runGrace is how long `run -cgroup` waits for its child to stop after a signal before
+// it kills the group.
+const runGrace = 15 * time.Second
 
 func limitString(v int64, bytes bool) string {
 	switch {
