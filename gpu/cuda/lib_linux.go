@@ -19,10 +19,10 @@ type lib struct {
 
 	init, driverGetVersion, deviceGetCount, deviceGet, deviceGetName, deviceTotalMem uintptr
 	primaryCtxRetain, primaryCtxRelease, ctxSetCurrent                               uintptr
-	memGetInfo, memAlloc, memFree, memHostRegister, memHostUnregister                 uintptr
-	streamCreate, streamDestroy, streamSynchronize, memcpyHtoDAsync, memcpyDtoH       uintptr
-	eventCreate, eventDestroy, eventRecord, eventSynchronize, eventElapsedTime        uintptr
-	getErrorString, getErrorName                                                      uintptr
+	memGetInfo, memAlloc, memFree, memHostRegister, memHostUnregister                uintptr
+	streamCreate, streamDestroy, streamSynchronize, memcpyHtoDAsync, memcpyDtoH      uintptr
+	eventCreate, eventDestroy, eventRecord, eventSynchronize, eventElapsedTime       uintptr
+	getErrorString, getErrorName                                                     uintptr
 }
 
 // load opens the library at path and looks up every entry point. A missing
