@@ -384,7 +384,7 @@ func parseLimits(s string) ([]int64, error) {
 		case "":
 			return nil, fmt.Errorf("%w: -limit %q: empty item", errUsage, s)
 		}
-		v, err := parseByteSize(f)
+		v, err := flagval.ParseSize(f)
 		if err != nil || v <= 0 || v > maxMemory {
 			return nil, fmt.Errorf("%w: -limit %q: item %s: want none or a size like 256M", errUsage, s, strconv.Quote(f))
 		}

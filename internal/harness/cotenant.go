@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 )
 
@@ -172,14 +171,14 @@ func ParseCoTenantArgs(args []string, output io.Writer) (CoTenantConfig, error) 
 	if *bytesFlag == "" {
 		return CoTenantConfig{}, errors.New("harness: co-tenant: -bytes is required")
 	}
-	n, err := parseSize(*bytesFlag)
+	n, err := bytesize.Parse(*bytesFlag)
 	if err != nil || n <= 0 {
 		return CoTenantConfig{}, fmt.Errorf("harness: co-tenant: -bytes %q: want a positive size like 150M", *bytesFlag)
 	}
 	if *ramp < 0 {
 		return CoTenantConfig{}, fmt.Errorf("harness: co-tenant: -ramp %v: want ≥ 0", *ramp)
 	}
-	after, err := parseSize(*afterFlag)
+	after, err := bytesize.Parse(*afterFlag)
 	if err != nil || after < 0 {
 		return CoTenantConfig{}, fmt.Errorf("harness: co-tenant: -after %q: want a size like 100M", *afterFlag)
 	}
@@ -188,29 +187,6 @@ func ParseCoTenantArgs(args []string, output io.Writer) (CoTenantConfig, error) 
 		return CoTenantConfig{}, err
 	}
 	return cfg, nil
-}
-
-// parseSize parses "123", "64K", "150M", "1G" (also KiB, MiB, GiB; binary multiples).
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	u := strings.ToUpper(strings.TrimSpace(s))
-	for _, suf := range []struct {
-		s string
-		m int64
-	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
-		if strings.HasSuffix(u, suf.s) {
-			u, mult = strings.TrimSuffix(u, suf.s), suf.m
-			break
-		}
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(u), 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	if v > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q too large", s)
-	}
-	return v * mult, nil
 }
 
 // touchPages writes one byte in each page from page from to page to (exclusive) and

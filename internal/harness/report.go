@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 // WriteJSON writes the report, every run included, as indented JSON.
@@ -316,16 +318,11 @@ func fmtRatio(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// FormatBytes writes a memory limit for people: "none" for 0 or less, whole MiB or GiB
-// where exact, else bytes.
+// FormatBytes writes a memory limit for people: "none" for 0 or less, else
+// [bytesize.Human] ("256 MiB", "2 GiB").
 func FormatBytes(n int64) string {
-	switch {
-	case n <= 0:
+	if n <= 0 {
 		return "none"
-	case n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
 	}
-	return fmt.Sprintf("%d B", n)
+	return bytesize.Human(n)
 }
