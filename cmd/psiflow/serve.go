@@ -13,6 +13,7 @@ import (
 
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
+	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -85,6 +86,12 @@ func parseServe(args []string) (serveConfig, error) {
 		if err := c.folder.Validate(); err != nil {
 			return c, fmt.Errorf("%w: %v", errUsage, err)
 		}
+		// RANK and WORLD_SIZE are read here, before anyone connects.
+		sh, err := source.EnvSharding()
+		if err != nil {
+			return c, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		c.folder.Rank, c.folder.WorldSize = sh.Rank, sh.WorldSize
 	}
 	return c, nil
 }
