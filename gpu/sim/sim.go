@@ -84,7 +84,7 @@ type Device struct {
 	streams map[*Stream]struct{}
 	events  map[*Event]struct{}
 
-	queue   chan *op // the copy engine's work, in enqueue order
+	queue   chan *op       // the copy engine's work, in enqueue order
 	sending sync.WaitGroup // enqueues in progress (Close waits for them before closing queue)
 	engine  sync.WaitGroup
 	pending map[*op]struct{}
