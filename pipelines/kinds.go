@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
@@ -228,7 +229,7 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 			if st.bufs, err = umabuf.New(pool); err != nil {
 				return nil, nil, errors.Join(err, pool.Close(), u.Close())
 			}
-			b.Info("reads land in a %s UMA pool registered with the rings", formatHuman(sz))
+			b.Info("reads land in a %s UMA pool registered with the rings", bytesize.Human(sz))
 			// Close fails if any lease is still out: a leak surfaces here.
 			return st, func() error { return errors.Join(pool.Close(), u.Close()) }, nil
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/internal/flagval"
 )
 
@@ -27,9 +28,6 @@ func init() {
 		run:     runCgroupShow,
 	})
 }
-
-// parseByteSize parses a size flag value: see [flagval.ParseSize].
-func parseByteSize(s string) (int64, error) { return flagval.ParseSize(s) }
 
 // Ranges of the cgroup run flags: beyond them the kernel would refuse the value or it
 // would mean nothing (a quota of more CPUs than any machine has).
@@ -234,16 +232,16 @@ func runCgroupShow(ctx context.Context, stdout io.Writer, args []string) error {
 		if !limited {
 			return "none", err
 		}
-		return gib(b), err
+		return bytesize.Human(b), err
 	})
 	show("effective memory limit", func() (string, error) {
 		if *pid > 0 {
 			return "", errors.New("only for psiflow itself")
 		}
 		b, src, err := tree.SelfMemoryLimit()
-		return gib(b) + " from " + src, err
+		return bytesize.Human(b) + " from " + src, err
 	})
-	show("memory current", func() (string, error) { b, err := g.MemoryCurrent(); return gib(b), err })
+	show("memory current", func() (string, error) { b, err := g.MemoryCurrent(); return bytesize.Human(b), err })
 	show("memory events", func() (string, error) { ev, err := g.MemoryEvents(); return fmt.Sprintf("%+v", ev), err })
 	show("cpu max", func() (string, error) {
 		q, p, limited, err := g.CPUMax()

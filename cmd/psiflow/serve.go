@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
@@ -79,7 +80,7 @@ func parseServe(args []string) (serveConfig, error) {
 		c.shape = append(c.shape, d)
 	}
 	var err error
-	if c.folder.Budget, err = parseByteSize(c.budget); err != nil || c.folder.Budget <= 0 {
+	if c.folder.Budget, err = flagval.ParseSize(c.budget); err != nil || c.folder.Budget <= 0 {
 		return c, fmt.Errorf("%w: -budget %q: want a positive size such as 32M", errUsage, c.budget)
 	}
 	if c.folder.Dir != "" {
