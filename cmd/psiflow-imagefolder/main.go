@@ -149,6 +149,7 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	if sh.FromEnv { // stdout carries the protocol: say it on stderr, first
 		fmt.Fprintln(os.Stderr, "psiflow-imagefolder: sharding:", sh)
 	}
+	c.Rank, c.WorldSize = sh.Rank, sh.WorldSize
 	return c, *addr, c.Validate()
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
+	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -86,6 +87,12 @@ func parseServe(args []string) (serveConfig, error) {
 		if err := c.folder.Validate(); err != nil {
 			return c, fmt.Errorf("%w: %v", errUsage, err)
 		}
+		// RANK and WORLD_SIZE are read here, before anyone connects.
+		sh, err := source.EnvSharding()
+		if err != nil {
+			return c, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		c.folder.Rank, c.folder.WorldSize = sh.Rank, sh.WorldSize
 	}
 	return c, nil
 }
