@@ -139,4 +139,3 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 
 // ErrNoCgo is what [Open] wraps in a build without cgo.
 var ErrNoCgo = errors.New("nvml: this psiflow was built without cgo (CGO_ENABLED=0), and go-nvml needs cgo to load libnvidia-ml")
-

@@ -57,8 +57,10 @@ func TestOpenOnThisHost(t *testing.T) {
 func twoDevices() *mock.Interface {
 	dev := func(util, mem uint32, used uint64, tx, rx uint32, name string) *mock.Device {
 		return &mock.Device{
-			GetNameFunc:             func() (string, gonvml.Return) { return name, gonvml.SUCCESS },
-			GetUtilizationRatesFunc: func() (gonvml.Utilization, gonvml.Return) { return gonvml.Utilization{Gpu: util, Memory: mem}, gonvml.SUCCESS },
+			GetNameFunc: func() (string, gonvml.Return) { return name, gonvml.SUCCESS },
+			GetUtilizationRatesFunc: func() (gonvml.Utilization, gonvml.Return) {
+				return gonvml.Utilization{Gpu: util, Memory: mem}, gonvml.SUCCESS
+			},
 			GetMemoryInfoFunc: func() (gonvml.Memory, gonvml.Return) {
 				return gonvml.Memory{Total: 80 << 30, Used: used, Free: 80<<30 - used}, gonvml.SUCCESS
 			},
