@@ -22,6 +22,7 @@ import (
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func main() {
@@ -160,7 +161,7 @@ func run(ctx context.Context, c imagefolder.Config, em *protocol.Emitter) error 
 func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, set *metrics.Set) error {
 	var rt *elastic.Runtime
 	hooks := imagefolder.Hooks{
-		Consume: func(_ context.Context, b *decode.Batch) error { return em.Batch(len(b.Keys)) },
+		Consume: func(_ context.Context, b *tensor.Batch) error { return em.Batch(len(b.Keys)) },
 		OnEpoch: func(n int, e progress.Epoch) {
 			fmt.Fprintf(os.Stderr, "psiflow-imagefolder: epoch %d: %.0f samples/s, cache hits %.0f%%\n", n+1, e.Rate(), e.HitRate())
 		},
