@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
+	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/tensor"
 )
 
@@ -78,13 +80,19 @@ func parseServe(args []string) (serveConfig, error) {
 		c.shape = append(c.shape, d)
 	}
 	var err error
-	if c.folder.Budget, err = parseByteSize(c.budget); err != nil || c.folder.Budget <= 0 {
+	if c.folder.Budget, err = flagval.ParseSize(c.budget); err != nil || c.folder.Budget <= 0 {
 		return c, fmt.Errorf("%w: -budget %q: want a positive size such as 32M", errUsage, c.budget)
 	}
 	if c.folder.Dir != "" {
 		if err := c.folder.Validate(); err != nil {
 			return c, fmt.Errorf("%w: %v", errUsage, err)
 		}
+		// RANK and WORLD_SIZE are read here, before anyone connects.
+		sh, err := source.EnvSharding()
+		if err != nil {
+			return c, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		c.folder.Rank, c.folder.WorldSize = sh.Rank, sh.WorldSize
 	}
 	return c, nil
 }
