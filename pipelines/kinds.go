@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
@@ -181,14 +182,26 @@ func RegisterBuiltins(r *Registry) error {
 	return errors.Join(errs...)
 }
 
-func shardOptions(cfg *Config, epoch int) source.Options {
+// shardOptions are a source's sharding and shuffle parameters. world_size 0
+// and rank -1 follow the launcher's environment, read by source.EnvSharding (the
+// one place RANK and WORLD_SIZE are read), never by the source's zero value.
+func shardOptions(cfg *Config, epoch int) (source.Options, error) {
 	o := source.Options{Epoch: epoch, Shuffle: cfg.Bool("shuffle"), Seed: uint64(cfg.Int("seed"))}
-	if ws := cfg.Int("world_size"); ws > 0 {
-		o.WorldSize, o.Rank = int(ws), max(0, int(cfg.Int("rank")))
-	} else if r := cfg.Int("rank"); r >= 0 {
-		o.Rank = int(r)
+	ws, rank := cfg.Int("world_size"), cfg.Int("rank")
+	if ws == 0 || rank < 0 {
+		sh, err := source.EnvSharding()
+		if err != nil {
+			return o, err
+		}
+		if ws == 0 {
+			ws = int64(sh.WorldSize)
+		}
+		if rank < 0 {
+			rank = int64(sh.Rank)
+		}
 	}
-	return o
+	o.WorldSize, o.Rank = int(ws), int(rank)
+	return o, nil
 }
 
 type filesState struct {
@@ -216,7 +229,7 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 			if st.bufs, err = umabuf.New(pool); err != nil {
 				return nil, nil, errors.Join(err, pool.Close(), u.Close())
 			}
-			b.Info("reads land in a %s UMA pool registered with the rings", formatHuman(sz))
+			b.Info("reads land in a %s UMA pool registered with the rings", bytesize.Human(sz))
 			// Close fails if any lease is still out: a leak surfaces here.
 			return st, func() error { return errors.Join(pool.Close(), u.Close()) }, nil
 		}
@@ -231,7 +244,10 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	} else {
 		b.Info("reader %s", io.Backend)
 	}
-	o := shardOptions(cfg, b.Epoch)
+	o, err := shardOptions(cfg, b.Epoch)
+	if err != nil {
+		return Stream{}, err
+	}
 	o.Workers, o.Buffers = int(cfg.Int("readers")), st.bufs
 	o.Reader = source.ReaderOptions{DropCache: cfg.Bool("drop_cache"), Direct: cfg.Bool("direct")}
 	return Wrap(SampleType, flowsrc.Files(b.Graph, b.Name, st.files, o))
@@ -245,7 +261,10 @@ func buildTar(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	o := shardOptions(cfg, b.Epoch)
+	o, err := shardOptions(cfg, b.Epoch)
+	if err != nil {
+		return Stream{}, err
+	}
 	o.ShuffleBuffer, o.Skip = int(cfg.Int("shuffle_buffer")), cfg.Bool("skip_bad")
 	return Wrap(SampleType, flowsrc.Tar(b.Graph, b.Name, v.(*source.TarShards), o))
 }
@@ -272,7 +291,11 @@ func buildTables(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	return Wrap(TableType, flowsrc.Tables(b.Graph, b.Name, v.(*source.Tables), shardOptions(cfg, b.Epoch)))
+	o, err := shardOptions(cfg, b.Epoch)
+	if err != nil {
+		return Stream{}, err
+	}
+	return Wrap(TableType, flowsrc.Tables(b.Graph, b.Name, v.(*source.Tables), o))
 }
 
 func buildGenerate(b *Build, cfg *Config, _ Stream) (Stream, error) {

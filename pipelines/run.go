@@ -9,6 +9,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pipelines/progress"
 )
 
@@ -115,7 +116,7 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 		}
 		budget = bytes
 		if hooks.Info != nil {
-			hooks.Info(fmt.Sprintf("budget: %s in flight, a quarter of the memory limit (%s)", formatHuman(bytes), from))
+			hooks.Info(fmt.Sprintf("budget: %s in flight, a quarter of the memory limit (%s)", bytesize.Human(bytes), from))
 		}
 	}
 	r := &runState{hooks: hooks, limit: p.Limit, kept: map[string]any{}, infoSeen: map[string]bool{}}
@@ -230,15 +231,4 @@ func build(g *flow.Graph, p *Pipeline, epoch int, r *runState) error {
 		}
 	}
 	return nil
-}
-
-func formatHuman(b int64) string {
-	f := float64(b)
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
 }

@@ -75,6 +75,7 @@ type chunk struct {
 	pins       int32
 	stables    int32
 	txs        int32
+	regs       int32 // device registrations (see Registration)
 	mlocked    bool
 	hasSum     bool
 	sum        uint64 // xxh3 of the chunk taken just before MADV_FREE
@@ -158,6 +159,7 @@ func (u *UMA) newArena(name string, size int64, opts ArenaOptions, pool *Pool) (
 	u.order = append(u.order, a)
 	u.bump()
 	u.mu.Unlock()
+	registry.addArena(a)
 	return a, nil
 }
 
@@ -621,14 +623,14 @@ func (a *Arena) leasedLocked() error {
 	if a.pool != nil {
 		raw = a.pool.raw
 	}
-	if l.bytes+l.pins+l.stables+l.transfers+raw == 0 {
+	if l.bytes+l.pins+l.stables+l.transfers+l.registrations+raw == 0 {
 		return nil
 	}
 	if raw > 0 {
 		return fmt.Errorf("%w: pool %q holds %d byte leases and %d raw allocations", ErrLeased, a.name, l.bytes, raw)
 	}
-	return fmt.Errorf("%w: arena %q holds %d byte, %d pin, %d stable and %d transfer leases",
-		ErrLeased, a.name, l.bytes, l.pins, l.stables, l.transfers)
+	return fmt.Errorf("%w: arena %q holds %d byte, %d pin, %d stable and %d transfer leases and %d device registrations",
+		ErrLeased, a.name, l.bytes, l.pins, l.stables, l.transfers, l.registrations)
 }
 
 // Close unmaps the arena. It fails while leases are outstanding or an
@@ -660,6 +662,7 @@ func (a *Arena) Close() error {
 	}
 	u.bump()
 	u.mu.Unlock()
+	registry.removeArena(a)
 	if err := u.k.munmap(a.mem); err != nil {
 		return fmt.Errorf("uma: close arena %q: %w", a.name, err)
 	}

@@ -45,6 +45,11 @@
 //   - [Export] ([Arena.Export]): pin (and optionally stable) after ensuring the
 //     bytes are resident and intact.
 //   - [Transfer] ([Arena.BeginTransfer]): LOCKED_TX while a device copy reads.
+//   - [Registration] ([Arena.Register]): the range is registered with a device
+//     (cuMemHostRegister), which pinned its pages as they were: no chunk it
+//     touches is marked preemptible, evicted, trimmed or shed until it is
+//     released. Devices find it by address ([FindRegistration]) and refuse
+//     any memory outside one, the Go heap included.
 //
 // A pipeline that ends, fails or is cancelled releases every lease;
 // [UMA.CheckNoLeases] says which arena still holds which.

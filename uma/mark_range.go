@@ -10,8 +10,8 @@ import (
 // [Arena.MarkPreemptible] but for exactly these chunks rather than the coldest of the
 // whole arena: a cache marks each entry as soon as it is written, at the cost of one
 // checksum and one madvise per chunk. Chunks already PREEMPTIBLE are left as they
-// are; chunks with leases, pins or stable leases, LOCKED_TX or EVICTED chunks, busy
-// chunks and chunks without a re-hydrate function (unless
+// are; chunks with leases, pins, stable leases or device registrations, LOCKED_TX or
+// EVICTED chunks, busy chunks and chunks without a re-hydrate function (unless
 // ArenaOptions.PreemptWithoutSource) are skipped and counted in the result.
 func (a *Arena) MarkRangePreemptible(ctx context.Context, off, n int64) (MarkResult, error) {
 	var res MarkResult
@@ -38,6 +38,9 @@ func (a *Arena) MarkRangePreemptible(ctx context.Context, off, n int64) (MarkRes
 			a.chunks[i].busy = make(chan struct{})
 		default:
 			res.Skipped++
+			if a.chunks[i].regs > 0 {
+				res.Registered++
+			}
 		}
 	}
 	u.mu.Unlock()

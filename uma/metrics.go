@@ -135,6 +135,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.leases, g, float64(s.Leases.Pins), "pin")
 	ch <- prometheus.MustNewConstMetric(c.leases, g, float64(s.Leases.Stables), "stable")
 	ch <- prometheus.MustNewConstMetric(c.leases, g, float64(s.Leases.Transfers), "transfer")
+	ch <- prometheus.MustNewConstMetric(c.leases, g, float64(s.Registrations), "registration")
 	ch <- prometheus.MustNewConstMetric(c.version, g, float64(s.Version))
 	ch <- prometheus.MustNewConstMetric(c.faults, prometheus.CounterValue, float64(s.Faults))
 	ch <- prometheus.MustNewConstMetric(c.faultPS, g, u.rate.perSecond(u.now()))

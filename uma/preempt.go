@@ -20,8 +20,11 @@ type MarkResult struct {
 	// unavailable): their bytes are gone at once and they are EVICTED.
 	Evicted int
 	// Skipped counts chunks not eligible: leased, pinned, stable, LOCKED_TX,
-	// EVICTED or busy.
+	// EVICTED, registered with a device, or busy.
 	Skipped int
+	// Registered counts chunks skipped because a device registration covers
+	// them (see [Registration]); they are also in Skipped.
+	Registered int
 	// NoSource counts chunks skipped because they have no re-hydrate function
 	// (see ArenaOptions.PreemptWithoutSource); they are also in Skipped.
 	NoSource int
@@ -35,7 +38,7 @@ type MarkResult struct {
 // eligibleLocked says whether chunk i may be preempted or evicted now.
 func (a *Arena) eligibleLocked(i int, states ...State) bool {
 	c := &a.chunks[i]
-	if c.busy != nil || c.refs > 0 || c.pins > 0 || c.stables > 0 || c.txs > 0 {
+	if c.busy != nil || c.refs > 0 || c.pins > 0 || c.stables > 0 || c.txs > 0 || c.regs > 0 {
 		return false
 	}
 	for _, s := range states {
@@ -80,6 +83,9 @@ func (a *Arena) MarkPreemptible(ctx context.Context, ratio float64) (MarkResult,
 			cand = append(cand, i)
 		default:
 			res.Skipped++
+			if a.chunks[i].regs > 0 {
+				res.Registered++
+			}
 		}
 	}
 	sort.SliceStable(cand, func(x, y int) bool {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 // Budget is a byte budget that byte leases count against: bytes are acquired
@@ -130,7 +131,7 @@ type UMA struct {
 }
 
 type leaseCounts struct {
-	bytes, pins, stables, transfers int
+	bytes, pins, stables, transfers, registrations int
 }
 
 // New validates cfg and returns a UMA. Validation: StableBytes must fit in the
@@ -186,26 +187,9 @@ func validateStable(stable, pinned, limit int64, source string) error {
 	avail := limit - pinned
 	if stable > avail {
 		return fmt.Errorf("%w: stable bytes %d (%s) > memory limit %d (%s, from %s) - pinned pools %d (%s) = %d (%s)",
-			ErrDoesNotFit, stable, human(stable), limit, human(limit), source, pinned, human(pinned), avail, human(avail))
+			ErrDoesNotFit, stable, bytesize.Human(stable), limit, bytesize.Human(limit), source, pinned, bytesize.Human(pinned), avail, bytesize.Human(avail))
 	}
 	return nil
-}
-
-func human(n int64) string {
-	const (
-		kib = 1 << 10
-		mib = 1 << 20
-		gib = 1 << 30
-	)
-	switch {
-	case n >= gib || n <= -gib:
-		return fmt.Sprintf("%.2f GiB", float64(n)/gib)
-	case n >= mib || n <= -mib:
-		return fmt.Sprintf("%.2f MiB", float64(n)/mib)
-	case n >= kib || n <= -kib:
-		return fmt.Sprintf("%.2f KiB", float64(n)/kib)
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // ChunkSize is the default chunk size of this UMA's arenas.
@@ -256,6 +240,14 @@ func (u *UMA) Outstanding() Leases {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return Leases{u.leases.bytes, u.leases.pins, u.leases.stables, u.leases.transfers}
+}
+
+// Registrations returns the number of device registrations ([Arena.Register])
+// not yet released, over all arenas. [UMA.CheckNoLeases] counts them too.
+func (u *UMA) Registrations() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.leases.registrations
 }
 
 // CheckNoLeases returns an error naming every arena that still holds leases:
@@ -338,6 +330,8 @@ type ChunkRecord struct {
 	Pins    int
 	Mlocked bool
 	Stables int
+	// Registered counts device registrations covering the chunk.
+	Registered int
 }
 
 // ArenaSnapshot is one arena in a [Snapshot].
@@ -362,7 +356,9 @@ type Snapshot struct {
 	// PreemptibleMarked those in state PREEMPTIBLE.
 	PreemptibleTotal, PreemptibleMarked int64
 	Leases                              Leases
-	Faults, Rehydrations                int64
+	// Registrations counts device registrations ([Arena.Register]).
+	Registrations        int
+	Faults, Rehydrations int64
 }
 
 // Snapshot copies the ledger.
@@ -370,12 +366,13 @@ func (u *UMA) Snapshot() Snapshot {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	s := Snapshot{
-		Version:     u.version,
-		States:      map[State]int{},
-		StableTotal: u.cfg.StableBytes,
-		StableUsed:  u.stableUsed,
-		Leases:      Leases{u.leases.bytes, u.leases.pins, u.leases.stables, u.leases.transfers},
-		Faults:      u.faults.Load(), Rehydrations: u.rehydrations.Load(),
+		Version:       u.version,
+		States:        map[State]int{},
+		StableTotal:   u.cfg.StableBytes,
+		StableUsed:    u.stableUsed,
+		Leases:        Leases{u.leases.bytes, u.leases.pins, u.leases.stables, u.leases.transfers},
+		Registrations: u.leases.registrations,
+		Faults:        u.faults.Load(), Rehydrations: u.rehydrations.Load(),
 	}
 	for _, a := range u.order {
 		as := ArenaSnapshot{Name: a.name, Pool: a.pool != nil, ChunkSize: a.chunkSize, Size: a.size, Chunks: make([]ChunkRecord, len(a.chunks))}
@@ -384,7 +381,7 @@ func (u *UMA) Snapshot() Snapshot {
 			n := a.chunkLen(i)
 			as.Chunks[i] = ChunkRecord{
 				ID: ChunkID{a.name, i}, State: c.state, Version: c.version, LastAccess: time.Duration(c.lastAccess),
-				Bytes: n, Refs: int(c.refs), Pins: int(c.pins), Mlocked: c.mlocked, Stables: int(c.stables),
+				Bytes: n, Refs: int(c.refs), Pins: int(c.pins), Mlocked: c.mlocked, Stables: int(c.stables), Registered: int(c.regs),
 			}
 			s.States[c.state]++
 			if a.pool == nil && c.stables == 0 {

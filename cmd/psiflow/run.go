@@ -10,14 +10,13 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/progress"
@@ -67,7 +66,7 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
 	}
 	if p.Resource.Budget > 0 {
-		fmt.Fprintf(stdout, "  budget: %s in flight\n", human(float64(p.Resource.Budget)))
+		fmt.Fprintf(stdout, "  budget: %s in flight\n", bytesize.Human(p.Resource.Budget))
 	}
 	if *metricsAddr != "" {
 		ms, err := serveMetrics(*metricsAddr, reg)
@@ -93,7 +92,7 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 				return err
 			}
 			budget = bytes
-			fmt.Fprintf(stdout, "  budget: at most %s in flight, a quarter of the memory limit (%s)\n", human(float64(bytes)), from)
+			fmt.Fprintf(stdout, "  budget: at most %s in flight, a quarter of the memory limit (%s)\n", bytesize.Human(bytes), from)
 		}
 		p.Resource.Budget = budget // said once, here
 		floor := min(budget, max(4<<20, min(budget/8, 64<<20)))
@@ -155,27 +154,25 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 func progressLine(s progress.Snapshot, level string) string {
 	sec := max(s.Elapsed.Seconds(), 1e-9)
 	return fmt.Sprintf("%8d samples  %9.0f samples/s  %9s/s  budget %9s / %-9s  bottleneck %s (%.0f%% busy)  pressure %s",
-		s.Items, float64(s.Items)/sec, human(float64(s.Bytes)/sec), human(float64(s.BudgetInUse)), human(float64(s.BudgetLimit)),
+		s.Items, float64(s.Items)/sec, bytesize.Human(int64(float64(s.Bytes)/sec)), bytesize.Human(s.BudgetInUse), bytesize.Human(s.BudgetLimit),
 		s.Bottleneck, s.BottleneckBusyPct, level)
 }
 
 // runPipelineInCgroup re-runs this command as a child in a fresh cgroup with the
-// file's limits, forwards SIGINT/SIGTERM to it (so it stops gracefully and prints its
-// summary), and removes the group afterwards.
+// file's limits (sweeping first the groups of launchers that were killed, and guarded
+// by a watchdog should this one be), forwards SIGINT, SIGTERM and SIGHUP to it (so it
+// stops gracefully and prints its summary), kills the group if the child outlives
+// runGrace, and removes the group afterwards.
 func runPipelineInCgroup(ctx context.Context, stdout io.Writer, p *pipelines.Pipeline, args []string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	g, err := cgroup.New("run-" + strconv.Itoa(os.Getpid()))
+	g, cleanup, err := newLauncherGroup("run", "run-"+strconv.Itoa(os.Getpid()))
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := g.Remove(); err != nil {
-			fmt.Fprintf(os.Stderr, "psiflow run: %v\n", err)
-		}
-	}()
+	defer cleanup()
 	r := p.Resource
 	if err := applyLimits(g, r.Memory, r.MemoryHigh, r.CPUs, 0, r.Pids); err != nil {
 		return fmt.Errorf("cgroup %s: %w", g.Name(), err)
@@ -185,32 +182,19 @@ func runPipelineInCgroup(ctx context.Context, stdout io.Writer, p *pipelines.Pip
 	cmd := exec.Command(self, append([]string{"run"}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
 	cmd.Env = append(os.Environ(), envRunChild+"=1")
+	gc := prepareGroupedCommand("run", g, cmd, runGrace)
 	start := time.Now()
-	if err := g.Start(cmd); err != nil {
+	if err := gc.start(); err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-		}
-		// Graceful first: the child stops its graph and prints its summary.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = g.Kill(5 * time.Second)
-		}
-	}()
+	exited := make(chan struct{})
+	stopped := make(chan stopReport)
+	go func() { stopped <- gc.supervise(ctx, exited, os.Stderr) }()
 	waitErr := cmd.Wait()
-	close(done)
-	<-stopped
+	close(exited)
+	rep := <-stopped
 	printGroupSummary(stdout, g, time.Since(start))
-	if ctx.Err() != nil {
+	if rep.signal != nil || ctx.Err() != nil {
 		return errStopped
 	}
 	if waitErr != nil {
@@ -219,12 +203,16 @@ func runPipelineInCgroup(ctx context.Context, stdout io.Writer, p *pipelines.Pip
 	return nil
 }
 
+// runGrace is how long `run -cgroup` waits for its child to stop after a signal before
+// it kills the group.
+const runGrace = 15 * time.Second
+
 func limitString(v int64, bytes bool) string {
 	switch {
 	case v < 0:
 		return "none"
 	case bytes:
-		return human(float64(v))
+		return bytesize.Human(v)
 	}
 	return strconv.FormatInt(v, 10)
 }

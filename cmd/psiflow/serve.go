@@ -11,11 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
+	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
 )
 
@@ -29,7 +28,6 @@ type serveConfig struct {
 	slots         int
 	keys          bool
 	acceptTimeout time.Duration
-	pressure      bool
 	folder        imagefolder.Config
 	budget        string
 	// synthetic: batches of known bytes instead of a folder (tests of the Python module).
@@ -46,7 +44,7 @@ func parseServe(args []string) (serveConfig, error) {
 	fs.IntVar(&c.slots, "slots", 4, "batches outstanding in Python at once (the shared-memory ring's length)")
 	fs.BoolVar(&c.keys, "keys", false, "send each sample's file path with the batch")
 	fs.DurationVar(&c.acceptTimeout, "accept-timeout", time.Minute, "give up when no consumer connects within this time")
-	fs.BoolVar(&c.pressure, "pressure", true, "gate the source on this cgroup's memory pressure")
+	fs.BoolVar(&c.folder.Pressure, "pressure", true, "gate the source and its reads on this cgroup's memory pressure")
 	fs.StringVar(&c.folder.Dir, "data", "", "image folder (ImageFolder layout) to read → decode → Resize → CenterCrop → batch")
 	fs.IntVar(&c.folder.BatchSize, "batch", 64, "samples per batch")
 	fs.IntVar(&c.folder.Workers, "workers", runtime.GOMAXPROCS(0), "decode workers")
@@ -82,13 +80,19 @@ func parseServe(args []string) (serveConfig, error) {
 		c.shape = append(c.shape, d)
 	}
 	var err error
-	if c.folder.Budget, err = parseByteSize(c.budget); err != nil || c.folder.Budget <= 0 {
+	if c.folder.Budget, err = flagval.ParseSize(c.budget); err != nil || c.folder.Budget <= 0 {
 		return c, fmt.Errorf("%w: -budget %q: want a positive size such as 32M", errUsage, c.budget)
 	}
 	if c.folder.Dir != "" {
 		if err := c.folder.Validate(); err != nil {
 			return c, fmt.Errorf("%w: %v", errUsage, err)
 		}
+		// RANK and WORLD_SIZE are read here, before anyone connects.
+		sh, err := source.EnvSharding()
+		if err != nil {
+			return c, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		c.folder.Rank, c.folder.WorldSize = sh.Rank, sh.WorldSize
 	}
 	return c, nil
 }
@@ -128,17 +132,11 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 }
 
 func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Writer) error {
+	// The memory runtime (elastic by default) gates the source when
+	// c.folder.Pressure is set: no gate of its own here.
 	hooks := imagefolder.Hooks{
 		Consume: t.Consume,
 		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
-	}
-	if c.pressure {
-		th, err := throttle.New(throttle.Config{Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			return err
-		}
-		hooks.Options = []flow.Option{th.Option()}
-		hooks.Run = th.Run
 	}
 	sum, err := imagefolder.Run(ctx, c.folder, hooks)
 	if sec := sum.Elapsed.Seconds(); sec > 0 {

@@ -47,7 +47,15 @@ type Config struct {
 	Ordered   bool   // keep file order through decoding
 	Shuffle   bool   // shuffle the file order every epoch (seeded by Seed and the epoch)
 	Seed      uint64 // seed of the shuffle
-	DropCache bool   // drop each file's page cache once read
+
+	// Rank and WorldSize shard the folder as DistributedSampler does (0 and 0:
+	// not sharded); a front-end that follows torchrun passes source.EnvSharding's.
+	Rank, WorldSize int
+	// DropLast cuts the end of each epoch so every rank reads the same number of
+	// files; without it the epoch is padded by repeating its first files.
+	DropLast bool
+
+	DropCache bool // drop each file's page cache once read
 	// Direct reads with O_DIRECT, past the page cache: the reads charge nothing to
 	// the cgroup beyond their buffers, so a loader at its limit beside a co-tenant
 	// does not make the kernel reclaim for every file. A file system that refuses
@@ -399,7 +407,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*decode.Sample] {
 			return flow.Via(flow.Via(in, elastic.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
 		}
-		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
+		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Rank: cfg.Rank, WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
 		var decoded flow.Stream[*decode.Sample]
 		var lateMu sync.Mutex
 		switch {

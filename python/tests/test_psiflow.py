@@ -191,7 +191,7 @@ class TestImageFolder(unittest.TestCase):
         data = os.environ["PSIFLOW_TEST_DATA"]
         n = sum(len(f) for _, _, f in os.walk(data))
         seen = 0
-        with psiflow.Loader(data=data, psiflow_bin=BIN, batch_size=8, args=["-crop", "32", "-resize", "40", "-pressure=false"]) as loader:
+        with psiflow.Loader(data=data, psiflow_bin=BIN, batch_size=8, args=["-crop", "32", "-resize", "40"]) as loader:
             for x, y in loader:
                 self.assertEqual(x.dtype, np.uint8)
                 self.assertEqual(x.shape[1:], (3, 32, 32))
