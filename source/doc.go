@@ -18,6 +18,15 @@
 // [0, end read) after a file is consumed when [ReaderOptions.DropCache] is set.
 // A failed read is a [*ReadError] naming the path and the offset.
 //
+// Every dataset file is opened with O_NONBLOCK and kept only when fstat
+// says it is a regular file: a named pipe, socket or device put in place of
+// a listed file is refused with an error wrapping [ErrNotRegular] that names
+// it, and never blocks the open. Reads stay cancellable: [Reader.Reap]
+// returns when its context ends, even with reads in flight (the io_uring
+// reader waits in the kernel in slices of 50 ms; pread reads in pieces of
+// 4 MiB), and Close cancels what is in flight (IORING_OP_ASYNC_CANCEL) and
+// waits until the kernel has let go of every buffer.
+//
 // The ring is a thin binding written on golang.org/x/sys/unix
 // (internal/uring: io_uring_setup, the mmap'd rings, READ, READ_FIXED, READV,
 // registered buffers and files, the opcode probe). We chose it over

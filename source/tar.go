@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -468,10 +467,11 @@ func (endMarker) Read(p []byte) (int, error) { return 0, io.EOF }
 // findHeader returns the offset of the first 512-aligned block at or after
 // from (and before size) that is a valid tar header, or -1.
 func findHeader(path string, from, size int64) (int64, error) {
-	f, err := os.Open(path)
+	o, err := openRegular(path, false)
 	if err != nil {
 		return 0, err
 	}
+	f := o.f
 	defer f.Close()
 	from = (from + 511) / 512 * 512
 	br := bufio.NewReaderSize(io.NewSectionReader(f, from, max(size-from, 0)), 64<<10)
