@@ -8,10 +8,11 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN      := bin/psiflow
 PKGS     := ./...
 # Packages the tests need at run time: TurboJPEG for the JPEG decoder, Pillow
-# as the decode reference, numpy for the Python consumer's tests (python/tests),
+# and torchvision (with torch) as the decode and RandomResizedCrop references,
+# numpy for the Python consumer's tests (python/tests),
 # Prometheus (prometheus and promtool) for the rule tests and the real scrape in
 # internal/metrics; gcc (cc) builds the fake CUDA driver the gpu tests load.
-TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy prometheus gcc
+TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy python3-torchvision prometheus gcc
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
@@ -38,7 +39,8 @@ run: deps build
 # shuffled order. PSIFLOW_REQUIRE_KERNEL=1 makes a kernel test (PSI, cgroups, io_uring,
 # reclaim) that skips although this host supports the feature fail (internal/kerneltest);
 # the Python tests (python/tests) run inside go test (cmd/psiflow TestPythonModule), and
-# PSIFLOW_REQUIRE_PYTHON=1 makes a missing numpy a failure there instead of a skip.
+# PSIFLOW_REQUIRE_PYTHON=1 makes a missing numpy (or, in stage/decode, Pillow or
+# torchvision) a failure there instead of a skip.
 test: deps tracked-check fmt-check vet staticcheck test-rules test-cotenant test-nocgo
 	PSIFLOW_REQUIRE_KERNEL=1 PSIFLOW_REQUIRE_PYTHON=1 $(GO) test -race -shuffle=on -timeout 9m $(PKGS)
 
