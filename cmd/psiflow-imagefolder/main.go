@@ -22,6 +22,7 @@ import (
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func main() {
@@ -162,7 +163,7 @@ func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, se
 	var rt *elastic.Runtime
 	hooks := imagefolder.Hooks{
 		// Keys and epoch ends let the harness check that every sample arrives once.
-		Consume: func(_ context.Context, b *decode.Batch) error { return em.BatchKeys(b.Keys) },
+		Consume: func(_ context.Context, b *tensor.Batch) error { return em.BatchKeys(b.Keys) },
 		OnEpoch: func(n int, e progress.Epoch) {
 			_ = em.EndEpoch(n + 1)
 			fmt.Fprintf(os.Stderr, "psiflow-imagefolder: epoch %d: %.0f samples/s, cache hits %.0f%%\n", n+1, e.Rate(), e.HitRate())

@@ -15,7 +15,7 @@ import (
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func init() {
@@ -203,7 +203,7 @@ func serveSynthetic(ctx context.Context, c serveConfig, t *sink.Torch) error {
 		if c.failAfter > 0 && k == c.failAfter {
 			return fmt.Errorf("synthetic failure after %d batches (-fail-after)", k)
 		}
-		b := &decode.Batch{Tensor: decode.Tensor{DType: decode.Uint8, Shape: c.shape, U8: make([]byte, n*per)}}
+		b := &tensor.Batch{Tensor: tensor.Tensor{DType: tensor.Uint8, Shape: c.shape, U8: make([]byte, n*per)}}
 		for i := range n {
 			idx := k*n + i
 			for j := range per {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/psiflow/psiflow/source"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // TestStartEpochAndOffset runs epochs 3–4 of a shuffled, ordered folder, then
@@ -21,7 +21,7 @@ func TestStartEpochAndOffset(t *testing.T) {
 		var plans []source.Share
 		at = nil
 		_, err := Run(context.Background(), c, Hooks{
-			Consume: func(_ context.Context, b *decode.Batch) error { keys = append(keys, b.Keys...); return nil },
+			Consume: func(_ context.Context, b *tensor.Batch) error { keys = append(keys, b.Keys...); return nil },
 			Plan: func(epoch int, sh source.Share) error {
 				at = append(at, len(keys))
 				plans = append(plans, sh)
