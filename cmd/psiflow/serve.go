@@ -14,7 +14,8 @@ import (
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func init() {
@@ -86,6 +87,12 @@ func parseServe(args []string) (serveConfig, error) {
 		if err := c.folder.Validate(); err != nil {
 			return c, fmt.Errorf("%w: %v", errUsage, err)
 		}
+		// RANK and WORLD_SIZE are read here, before anyone connects.
+		sh, err := source.EnvSharding()
+		if err != nil {
+			return c, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		c.folder.Rank, c.folder.WorldSize = sh.Rank, sh.WorldSize
 	}
 	return c, nil
 }
@@ -150,7 +157,7 @@ func serveSynthetic(ctx context.Context, c serveConfig, t *sink.Torch) error {
 		if c.failAfter > 0 && k == c.failAfter {
 			return fmt.Errorf("synthetic failure after %d batches (-fail-after)", k)
 		}
-		b := &decode.Batch{Tensor: decode.Tensor{DType: decode.Uint8, Shape: c.shape, U8: make([]byte, n*per)}}
+		b := &tensor.Batch{Tensor: tensor.Tensor{DType: tensor.Uint8, Shape: c.shape, U8: make([]byte, n*per)}}
 		for i := range n {
 			idx := k*n + i
 			for j := range per {
