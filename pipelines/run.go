@@ -68,8 +68,16 @@ func (b *Build) Info(format string, args ...any) {
 // Keep returns the value open made for this node in an earlier epoch, or calls
 // open now; close (when not nil) runs when Run ends.
 func (b *Build) Keep(open func() (v any, close func() error, err error)) (any, error) {
+	return b.Shared("node "+b.Name, open)
+}
+
+// Shared returns the run-wide value called key, made by open the first time any
+// node of any epoch asks for it: a service several kinds share (the class index
+// of a folder that the files source and the decode stage both read, for
+// example). close (when not nil) runs when Run ends, after the graphs.
+func (b *Build) Shared(key string, open func() (v any, close func() error, err error)) (any, error) {
 	b.run.mu.Lock()
-	v, ok := b.run.kept[b.Name]
+	v, ok := b.run.kept[key]
 	b.run.mu.Unlock()
 	if ok {
 		return v, nil
@@ -79,7 +87,7 @@ func (b *Build) Keep(open func() (v any, close func() error, err error)) (any, e
 		return nil, err
 	}
 	b.run.mu.Lock()
-	b.run.kept[b.Name] = v
+	b.run.kept[key] = v
 	if closeFn != nil {
 		b.run.closers = append(b.run.closers, closeFn)
 	}

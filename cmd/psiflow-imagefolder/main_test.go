@@ -15,10 +15,14 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/internal/harness/protocol"
+	"github.com/psiflow/psiflow/reexec"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	reexec.Init()
+	goleak.VerifyTestMain(m)
+}
 
 // writeFolder writes n small JPEGs spread over two class directories.
 func writeFolder(t *testing.T, n int) string {
@@ -72,16 +76,35 @@ func TestRunReportsBatches(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []int
+			keys := map[string]bool{}
+			epochs := 0
 			sc := bufio.NewScanner(&out)
 			for sc.Scan() {
 				ev, ok, err := protocol.Parse(sc.Bytes())
 				if !ok || err != nil {
 					t.Fatalf("line %q: %v", sc.Text(), err)
 				}
-				got = append(got, ev.N)
+				switch ev.Event {
+				case protocol.Batch:
+					got = append(got, ev.N)
+					for _, k := range ev.Keys {
+						if keys[k] {
+							t.Errorf("key %s delivered twice", k)
+						}
+						keys[k] = true
+					}
+					if len(ev.Keys) != ev.N {
+						t.Errorf("batch of %d with %d keys", ev.N, len(ev.Keys))
+					}
+				case protocol.Epoch:
+					epochs++
+				}
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("batch sizes %v, want %v", got, tt.want)
+			}
+			if epochs != 1 {
+				t.Errorf("%d epoch events, want 1", epochs)
 			}
 		})
 	}

@@ -89,9 +89,10 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := cfg.Validate(); err != nil && cfg.Budget != 0 {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	var sh source.Sharding // RANK and WORLD_SIZE: read here, by the front-end, not by the library
 	if *data != "" {
-		sh, err := source.EnvSharding()
-		if err != nil {
+		var err error
+		if sh, err = source.EnvSharding(); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 		fmt.Fprintf(stdout, "psiflow demo: %s → read → decode → Resize(256) → CenterCrop(224) → batch %d, %d decode workers\n", *data, cfg.BatchSize, cfg.Workers)
@@ -164,6 +165,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		fc.Cache, fc.CacheMax = cache, *cacheMax
 		fc.Memory, fc.Pressure = mode, *gated
 		fc.OnError, fc.MaxSkips, fc.MaxPixels = policy, *maxSkips, *maxPixels
+		fc.Rank, fc.WorldSize = sh.Rank, sh.WorldSize
 		var rt *elastic.Runtime
 		hooks := imagefolder.Hooks{
 			Options: cfg.Graph.Options, Registerer: reg,

@@ -14,7 +14,7 @@ import (
 	"github.com/psiflow/psiflow/gpu"
 	"github.com/psiflow/psiflow/gpu/cuda"
 	"github.com/psiflow/psiflow/gpu/internal/devicetest"
-	"github.com/psiflow/psiflow/gpu/internal/fakecuda"
+	"github.com/psiflow/psiflow/internal/fakecuda"
 	"github.com/psiflow/psiflow/uma"
 )
 

@@ -13,6 +13,8 @@ import time
 
 import numpy as np
 
+from . import _binary
+
 PROTOCOL_VERSION = 1
 _DTYPES = {"uint8": np.uint8, "float32": np.float32}
 _MAX_MSG = 1 << 22
@@ -82,6 +84,7 @@ class Client:
         self._last = None
         self._done = False
         self.batches = 0
+        self.plan = None  # the last "plan" message's info (psiflow serve's epoch plan)
         self._connect(connect_timeout)
 
     # -- connection -------------------------------------------------------
@@ -163,6 +166,9 @@ class Client:
             if t == "hello":
                 self._hello(m, fds)
                 continue
+            if t == "plan":
+                self.plan = m.get("info") or {}
+                continue
             for fd in fds:
                 os.close(fd)
             if t == "batch":
@@ -177,6 +183,25 @@ class Client:
                 self._hang_up()
                 raise PsiflowError(m.get("message", "psiflow failed"))
             raise PsiflowError("unknown message %r from psiflow" % t)
+
+    def wait_plan(self):
+        """Returns the epoch's plan, waiting for it when it has not come yet
+        (psiflow serve sends it before the epoch's first batch)."""
+        while self.plan is None:
+            if self._done:
+                raise PsiflowError("psiflow ended the stream without a plan")
+            m, fds = self._recv()
+            for fd in fds:
+                os.close(fd)
+            t = m.get("t")
+            if t == "plan":
+                self.plan = m.get("info") or {}
+            elif t == "error":
+                self._hang_up()
+                raise PsiflowError(m.get("message", "psiflow failed"))
+            else:
+                raise PsiflowError("psiflow sent %r before its plan" % t)
+        return self.plan
 
     def _batch(self, m):
         if self._mm is None:
@@ -260,14 +285,15 @@ class Loader:
     batches (see Client for auto_release and torch).
 
     data: the folder (ImageFolder layout: DATA/<class>/<image>).
-    psiflow_bin: the psiflow program (default: $PSIFLOW_BIN, else "psiflow" on PATH).
+    psiflow_bin: the psiflow program (default: $PSIFLOW_BIN, else the one installed
+    with this package, else "psiflow" on PATH).
     args: more ``psiflow serve`` flags, e.g. ["-batch", "32", "-epochs", "2"].
     slots: batches outstanding at once (the shared ring's length).
     """
 
     def __init__(self, data=None, psiflow_bin=None, args=(), slots=4, auto_release=True, torch=False,
                  batch_size=None, start_timeout=60.0):
-        self.bin = psiflow_bin or os.environ.get("PSIFLOW_BIN") or "psiflow"
+        self.bin = _binary.find(psiflow_bin)
         self._dir = tempfile.mkdtemp(prefix="psiflow-")
         self.socket_path = os.path.join(self._dir, "sink.sock")
         cmd = [self.bin, "serve", "-socket", self.socket_path, "-slots", str(slots)]

@@ -4,6 +4,8 @@ import (
 	"image"
 	"os"
 	"testing"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // TestSteadyStateAllocs: once a Decoder (or Processor) has decoded one image
@@ -45,13 +47,13 @@ func TestSteadyStateAllocs(t *testing.T) {
 			return b
 		}},
 		{name: "processor resize+crop CHW", data: func(t *testing.T) []byte { return encodeJPEG(t, synthRGB(500, 375, 1, 24), 85) },
-			tr: &Transform{Resize: 256, CenterCrop: 224, Layout: CHW}},
+			tr: &Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW}},
 		{name: "processor random crop flip normalised", data: func(t *testing.T) []byte { return encodeJPEG(t, synthRGB(500, 375, 1, 24), 85) },
-			tr: &Transform{Resize: 256, RandomCrop: 224, FlipProb: 0.5, Layout: CHW, Normalize: norm, Seed: 7}},
+			tr: &Transform{Resize: 256, RandomCrop: 224, FlipProb: 0.5, Layout: tensor.CHW, Normalize: norm, Seed: 7}},
 		{name: "processor reduced-size resize+crop", data: func(t *testing.T) []byte { return encodeJPEG(t, synthRGB(1024, 768, 1, 24), 85) },
-			tr: &Transform{Resize: 256, CenterCrop: 224, Layout: CHW}},
+			tr: &Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW}},
 		{name: "processor random resized crop flip", data: func(t *testing.T) []byte { return encodeJPEG(t, synthRGB(1024, 768, 1, 24), 85) },
-			tr: &Transform{RandomResizedCrop: ResizedCrop{Size: 224}, FlipProb: 0.5, Layout: CHW, Seed: 7}},
+			tr: &Transform{RandomResizedCrop: ResizedCrop{Size: 224}, FlipProb: 0.5, Layout: tensor.CHW, Seed: 7}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,7 +68,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var out Tensor
+				var out tensor.Tensor
 				var index int64 // every run another sample: random boxes of every size
 				run = func() error {
 					index++

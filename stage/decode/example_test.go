@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func samplePNG(w, h int) []byte {
@@ -34,13 +35,13 @@ func ExampleProcessor() {
 	}
 	defer dec.Close()
 	p, err := decode.NewProcessor(dec, decode.Transform{
-		Resize: 256, CenterCrop: 224, Layout: decode.CHW, Normalize: decode.ImageNet(),
+		Resize: 256, CenterCrop: 224, Layout: tensor.CHW, Normalize: decode.ImageNet(),
 	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	var t decode.Tensor
+	var t tensor.Tensor
 	if err := p.Process(&t, decode.Encoded{Data: samplePNG(400, 300), Key: "sample.png"}); err != nil {
 		fmt.Println(err)
 		return
@@ -120,14 +121,14 @@ func ExampleTransform_randomResizedCrop() {
 	defer dec.Close()
 	p, err := decode.NewProcessor(dec, decode.Transform{
 		RandomResizedCrop: decode.ResizedCrop{Size: 224}, FlipProb: 0.5, Seed: 1,
-		Layout: decode.CHW, Normalize: decode.ImageNet(),
+		Layout: tensor.CHW, Normalize: decode.ImageNet(),
 	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	data := samplePNG(400, 300)
-	var a, b decode.Tensor
+	var a, b tensor.Tensor
 	_ = p.Process(&a, decode.Encoded{Data: data, Key: "x.png", Index: 7, Epoch: 2})
 	_ = p.Process(&b, decode.Encoded{Data: data, Key: "x.png", Index: 7, Epoch: 2})
 	fmt.Println(a.DType, a.Shape, slices.Equal(a.F32, b.F32))

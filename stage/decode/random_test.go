@@ -17,6 +17,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/stage/decode/turbojpeg"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func TestSampleRand(t *testing.T) {
@@ -372,7 +373,7 @@ func TestResizeBoxAgainstPillow(t *testing.T) {
 // with any worker count, and different across epochs and seeds.
 func TestPerSampleRandomness(t *testing.T) {
 	d := newDecoder(t, BackendAuto)
-	tr := Transform{RandomResizedCrop: ResizedCrop{Size: 24}, FlipProb: 0.5, Seed: 3, Layout: CHW}
+	tr := Transform{RandomResizedCrop: ResizedCrop{Size: 24}, FlipProb: 0.5, Seed: 3, Layout: tensor.CHW}
 	var items []*item
 	var released atomic.Int64
 	for i := range 24 {
@@ -392,14 +393,14 @@ func TestPerSampleRandomness(t *testing.T) {
 	}
 	want := map[string]string{}
 	for _, it := range items {
-		var out Tensor
+		var out tensor.Tensor
 		if err := p.Process(&out, get(0)(it)); err != nil {
 			t.Fatal(err)
 		}
 		want[it.key] = string(out.U8)
 	}
 	for i := len(items) - 1; i >= 0; i-- {
-		var out Tensor
+		var out tensor.Tensor
 		if err := p.Process(&out, get(0)(items[i])); err != nil {
 			t.Fatal(err)
 		}
@@ -418,7 +419,7 @@ func TestPerSampleRandomness(t *testing.T) {
 		out := flow.Via(flow.FromSlice(g, "items", items), st)
 		var mu sync.Mutex
 		got := map[string]string{}
-		flow.Sink(out, "sink", func(_ context.Context, s *Sample) error {
+		flow.Sink(out, "sink", func(_ context.Context, s *tensor.Sample) error {
 			mu.Lock()
 			got[s.Key] = string(s.Tensor.U8)
 			mu.Unlock()
@@ -478,7 +479,7 @@ func TestIndexGuard(t *testing.T) {
 			t.Fatal(err)
 		}
 		g := flow.New("test")
-		flow.Sink(flow.Via(flow.FromSlice(g, "items", items), st), "sink", func(context.Context, *Sample) error { return nil })
+		flow.Sink(flow.Via(flow.FromSlice(g, "items", items), st), "sink", func(context.Context, *tensor.Sample) error { return nil })
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		err = g.Run(ctx)
 		cancel()

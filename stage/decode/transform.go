@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/psiflow/psiflow/stage/decode/turbojpeg"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // Transform is the per-image processing after decode, in the order
@@ -30,7 +31,7 @@ type Transform struct {
 	// FlipProb is the probability of a horizontal flip (0 disables).
 	FlipProb float64
 	// Layout is the output tensor layout (HWC by default).
-	Layout Layout
+	Layout tensor.Layout
 	// Normalize, when set, makes float32 output (v/255 - mean)/std; else the
 	// output is uint8.
 	Normalize *Normalizer
@@ -64,7 +65,7 @@ func (t Transform) Validate() error {
 			t.RandomResizedCrop.Size, t.Resize, t.CenterCrop, t.RandomCrop)
 	case t.FlipProb < 0 || t.FlipProb > 1 || math.IsNaN(t.FlipProb):
 		return fmt.Errorf("transform: flip probability %v outside [0, 1]", t.FlipProb)
-	case t.Layout != HWC && t.Layout != CHW:
+	case t.Layout != tensor.HWC && t.Layout != tensor.CHW:
 		return fmt.Errorf("transform: unknown layout %d", t.Layout)
 	}
 	return t.RandomResizedCrop.validate()
@@ -131,7 +132,7 @@ const maxRetained = 32 << 20
 
 // Process decodes e.Data (named e.Key in errors) and writes the transformed
 // image into out; e.Epoch and e.Index select the sample's random draws.
-func (p *Processor) Process(out *Tensor, e Encoded) error {
+func (p *Processor) Process(out *tensor.Tensor, e Encoded) error {
 	defer p.trim()
 	m, err := p.Image(e)
 	if err != nil {
