@@ -40,6 +40,9 @@ func register(c command) {
 var errUsage = errors.New("usage")
 
 func main() {
+	if code := checkAddressSpace(os.Stderr, os.Args[1:]); code != 0 {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, os.Stdout, os.Stderr, os.Args[1:])
 	stop()
