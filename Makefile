@@ -11,11 +11,13 @@ PKGS     := ./...
 # as the decode reference, numpy for the Python consumer's tests (python/tests),
 # Prometheus (prometheus and promtool) for the rule tests and the real scrape in
 # internal/metrics; gcc (cc) builds the fake CUDA driver the gpu tests load.
-TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy prometheus gcc
+# python3-venv, -pip, -setuptools and -wheel install the Python package offline
+# (cmd/psiflow TestPythonInstall runs the README's install commands).
+TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy prometheus python3-venv python3-pip python3-setuptools python3-wheel gcc
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
-.PHONY: fuzz fuzz-source all run build test test-rules test-cotenant test-nocgo test-short tracked-check vet fmt-check staticcheck deps bench-deps bench bench-go bench-flow bench-source bench-loaders bench-torch bench-cotenant clean
+.PHONY: wheel fuzz fuzz-source all run build test test-rules test-cotenant test-nocgo test-short tracked-check vet fmt-check staticcheck deps bench-deps bench bench-go bench-flow bench-source bench-loaders bench-torch bench-cotenant clean
 
 all: build
 
@@ -33,6 +35,13 @@ PIPELINE  ?= pipelines/imagefolder.yaml
 run: deps build
 	@[ -f $(DEMO_DATA)/.complete ] || { rm -rf $(DEMO_DATA) && ./$(BIN) gen jpeg -out $(DEMO_DATA) -n $(DEMO_N) && touch $(DEMO_DATA)/.complete; }
 	DATA=$(DEMO_DATA) EPOCHS=2 ./$(BIN) run $(PIPELINE)
+
+# The Python package as a platform wheel that carries a static psiflow binary
+# (python/setup.py builds it with CGO_ENABLED=0), for machines without Go:
+# pip install --no-index out/wheels/psiflow-*.whl
+wheel: deps
+	/usr/bin/python3 -m pip wheel --no-build-isolation --no-index --no-deps -w out/wheels ./python
+	@ls -l out/wheels/psiflow-*.whl
 
 # All tests: gofmt check, go vet, staticcheck, every test with the race detector and
 # shuffled order. PSIFLOW_REQUIRE_KERNEL=1 makes a kernel test (PSI, cgroups, io_uring,
@@ -125,7 +134,7 @@ fuzz-source:
 	$(GO) test -run '^$$' -fuzz '^FuzzTarReader$$' -fuzztime $(FUZZTIME) ./source
 	$(GO) test -run '^$$' -fuzz '^FuzzParquetReader$$' -fuzztime $(FUZZTIME) ./source
 	$(GO) test -run '^$$' -fuzz '^FuzzArrowReader$$' -fuzztime $(FUZZTIME) ./source
-	$(GO) test -run '^$$' -fuzz '^FuzzParseSize$$' -fuzztime $(FUZZTIME) ./internal/flagval
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/bytesize
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFloat$$' -fuzztime $(FUZZTIME) ./internal/flagval
 
 # A Python loop fed by psiflow's PyTorch consumer (psiflow serve + python/psiflow, numpy

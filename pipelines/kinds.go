@@ -11,17 +11,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/source/synth"
 	"github.com/psiflow/psiflow/source/umabuf"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
+	"github.com/psiflow/psiflow/tensor/tensorarrow"
 	"github.com/psiflow/psiflow/uma"
 )
 
@@ -29,18 +28,18 @@ import (
 var (
 	SampleType = NewType("sample", "*source.Sample: one raw training example, named fields of bytes (a file, or a tar sample's members)",
 		func(s *source.Sample) (int64, int64) { return 1, s.Len() })
-	ImageType = NewType("image", "*decode.Sample: one decoded, transformed image tensor with its key and label",
-		func(s *decode.Sample) (int64, int64) { return 1, s.Size() })
-	ImagesType = NewType("images", "[]*decode.Sample: a group of images from batch, not yet collated",
-		func(ss []*decode.Sample) (int64, int64) {
+	ImageType = NewType("image", "*tensor.Sample: one decoded, transformed image tensor with its key and label",
+		func(s *tensor.Sample) (int64, int64) { return 1, s.Size() })
+	ImagesType = NewType("images", "[]*tensor.Sample: a group of images from batch, not yet collated",
+		func(ss []*tensor.Sample) (int64, int64) {
 			var n int64
 			for _, s := range ss {
 				n += s.Size()
 			}
 			return int64(len(ss)), n
 		})
-	BatchType = NewType("batch", "*decode.Batch: one contiguous tensor [n, ...] with the samples' keys and labels",
-		func(b *decode.Batch) (int64, int64) { return int64(len(b.Keys)), b.Size() })
+	BatchType = NewType("batch", "*tensor.Batch: one contiguous tensor [n, ...] with the samples' keys and labels",
+		func(b *tensor.Batch) (int64, int64) { return int64(len(b.Keys)), b.Size() })
 	TableType = NewType("table", "*source.Batch: one Arrow record batch (a Parquet row group or an IPC record batch)",
 		func(b *source.Batch) (int64, int64) { return b.Record.NumRows(), b.Len() })
 	TensorsType = NewType("tensors", "*pipelines.Tensors: named tensors of one record batch's columns, one row per sample",
@@ -53,14 +52,14 @@ var (
 type Tensors struct {
 	Rows    int
 	Names   []string
-	Tensors []decode.Tensor
+	Tensors []tensor.Tensor
 }
 
 // Size is the tensors' bytes.
 func (t *Tensors) Size() int64 {
 	var n int64
-	for _, x := range t.Tensors {
-		n += int64(len(x.U8)) + 4*int64(len(x.F32))
+	for i := range t.Tensors {
+		n += t.Tensors[i].NBytes()
 	}
 	return n
 }
@@ -135,7 +134,7 @@ func RegisterBuiltins(r *Registry) error {
 				IntParam("workers", 0, 0, 1024, "samples decoded at once; 0: GOMAXPROCS"),
 				BoolParam("ordered", false, "keep the input order (else completion order)"),
 				StringParam("field", "", "the field holding the image (jpg, png...); empty: the first field"),
-				EnumParam("label", "none", []string{"none", "folder", "field"}, "the label: none (-1), folder (ImageFolder class of a files source) or field (label_field's text)"),
+				EnumParam("label", "none", []string{"none", "folder", "field"}, "the label: none (-1), folder (ImageFolder class index of a files source, whose files outside a class folder are then skipped with one notice, as torchvision does) or field (label_field's text)"),
 				StringParam("label_field", "cls", "the field holding the label as decimal text, with label: field"),
 				IntParam("resize", 0, 0, 16384, "shorter side after resizing (torchvision Resize(n)); 0: keep"),
 				IntParam("center_crop", 0, 0, 16384, "central square crop; 0: none"),
@@ -181,14 +180,26 @@ func RegisterBuiltins(r *Registry) error {
 	return errors.Join(errs...)
 }
 
-func shardOptions(cfg *Config, epoch int) source.Options {
+// shardOptions are a source's sharding and shuffle parameters. world_size 0
+// and rank -1 follow the launcher's environment, read by source.EnvSharding (the
+// one place RANK and WORLD_SIZE are read), never by the source's zero value.
+func shardOptions(cfg *Config, epoch int) (source.Options, error) {
 	o := source.Options{Epoch: epoch, Shuffle: cfg.Bool("shuffle"), Seed: uint64(cfg.Int("seed"))}
-	if ws := cfg.Int("world_size"); ws > 0 {
-		o.WorldSize, o.Rank = int(ws), max(0, int(cfg.Int("rank")))
-	} else if r := cfg.Int("rank"); r >= 0 {
-		o.Rank = int(r)
+	ws, rank := cfg.Int("world_size"), cfg.Int("rank")
+	if ws == 0 || rank < 0 {
+		sh, err := source.EnvSharding()
+		if err != nil {
+			return o, err
+		}
+		if ws == 0 {
+			ws = int64(sh.WorldSize)
+		}
+		if rank < 0 {
+			rank = int64(sh.Rank)
+		}
 	}
-	return o
+	o.WorldSize, o.Rank = int(ws), int(rank)
+	return o, nil
 }
 
 type filesState struct {
@@ -198,9 +209,23 @@ type filesState struct {
 
 func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	v, err := b.Keep(func() (any, func() error, error) {
-		files, err := source.Dir(cfg.String("dir"), cfg.Strings("extensions")...)
+		dir := cfg.String("dir")
+		files, err := source.Dir(dir, cfg.Strings("extensions")...)
 		if err != nil {
 			return nil, nil, err
+		}
+		if folderLabelled(b.Pipeline) {
+			classes, err := sharedClasses(b, dir)
+			if err != nil {
+				return nil, nil, err
+			}
+			var outside []string
+			if files, outside, err = classes.Members(files); err != nil {
+				return nil, nil, err
+			}
+			if n := classes.OutsideNotice(outside); n != "" {
+				b.Info("%s", n)
+			}
 		}
 		st := &filesState{files: files}
 		if sz := cfg.Int("read_buffers"); sz > 0 {
@@ -216,7 +241,7 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 			if st.bufs, err = umabuf.New(pool); err != nil {
 				return nil, nil, errors.Join(err, pool.Close(), u.Close())
 			}
-			b.Info("reads land in a %s UMA pool registered with the rings", formatHuman(sz))
+			b.Info("reads land in a %s UMA pool registered with the rings", bytesize.Human(sz))
 			// Close fails if any lease is still out: a leak surfaces here.
 			return st, func() error { return errors.Join(pool.Close(), u.Close()) }, nil
 		}
@@ -231,10 +256,38 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	} else {
 		b.Info("reader %s", io.Backend)
 	}
-	o := shardOptions(cfg, b.Epoch)
+	o, err := shardOptions(cfg, b.Epoch)
+	if err != nil {
+		return Stream{}, err
+	}
 	o.Workers, o.Buffers = int(cfg.Int("readers")), st.bufs
 	o.Reader = source.ReaderOptions{DropCache: cfg.Bool("drop_cache"), Direct: cfg.Bool("direct")}
 	return Wrap(SampleType, flowsrc.Files(b.Graph, b.Name, st.files, o))
+}
+
+// folderLabelled reports whether a stage of p labels samples by their
+// ImageFolder class (label: folder): the files source then reads only the
+// files inside a class folder.
+func folderLabelled(p *Pipeline) bool {
+	for _, c := range p.Stages {
+		if _, ok := c.Kind.Param("label"); ok && c.Config.String("label") == "folder" {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedClasses is the class index of dir, read once per run for every kind
+// that needs it.
+func sharedClasses(b *Build, dir string) (*source.Classes, error) {
+	v, err := b.Shared("classes "+dir, func() (any, func() error, error) {
+		c, err := source.ClassIndex(dir)
+		return c, nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*source.Classes), nil
 }
 
 func buildTar(b *Build, cfg *Config, _ Stream) (Stream, error) {
@@ -245,7 +298,10 @@ func buildTar(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	o := shardOptions(cfg, b.Epoch)
+	o, err := shardOptions(cfg, b.Epoch)
+	if err != nil {
+		return Stream{}, err
+	}
 	o.ShuffleBuffer, o.Skip = int(cfg.Int("shuffle_buffer")), cfg.Bool("skip_bad")
 	return Wrap(SampleType, flowsrc.Tar(b.Graph, b.Name, v.(*source.TarShards), o))
 }
@@ -272,7 +328,11 @@ func buildTables(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	return Wrap(TableType, flowsrc.Tables(b.Graph, b.Name, v.(*source.Tables), shardOptions(cfg, b.Epoch)))
+	o, err := shardOptions(cfg, b.Epoch)
+	if err != nil {
+		return Stream{}, err
+	}
+	return Wrap(TableType, flowsrc.Tables(b.Graph, b.Name, v.(*source.Tables), o))
 }
 
 func buildGenerate(b *Build, cfg *Config, _ Stream) (Stream, error) {
@@ -334,10 +394,10 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 	}
 	tr := decode.Transform{
 		Resize: int(cfg.Int("resize")), CenterCrop: int(cfg.Int("center_crop")), RandomCrop: int(cfg.Int("random_crop")),
-		FlipProb: cfg.Float("flip"), Layout: decode.CHW, Seed: uint64(cfg.Int("seed")),
+		FlipProb: cfg.Float("flip"), Layout: tensor.CHW, Seed: uint64(cfg.Int("seed")),
 	}
 	if cfg.String("layout") == "hwc" {
-		tr.Layout = decode.HWC
+		tr.Layout = tensor.HWC
 	}
 	if cfg.String("normalize") == "imagenet" {
 		tr.Normalize = decode.ImageNet()
@@ -352,11 +412,15 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		if src.Kind.Name != "files" {
 			return Stream{}, fmt.Errorf("label: folder needs a files source, not %s", src.Kind.Name)
 		}
-		idx, err := imagefolder.ClassIndex(src.Config.String("dir"))
+		dir := src.Config.String("dir")
+		classes, err := sharedClasses(b, dir)
 		if err != nil {
 			return Stream{}, err
 		}
-		labelOf = func(s *source.Sample) int64 { return idx(s.Key) }
+		if len(classes.Names()) == 0 {
+			b.Info("label: folder: %s has no class folders, every sample's label is -1", dir)
+		}
+		labelOf = func(s *source.Sample) int64 { return classes.Label(s.Key) }
 	case "field":
 		name := cfg.String("label_field")
 		labelOf = func(s *source.Sample) int64 {
@@ -390,19 +454,19 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 }
 
 func buildBatch(b *Build, cfg *Config, in Stream) (Stream, error) {
-	imgs, err := Unwrap[*decode.Sample](in)
+	imgs, err := Unwrap[*tensor.Sample](in)
 	if err != nil {
 		return Stream{}, err
 	}
-	return Wrap(ImagesType, flow.Via(imgs, stage.Batch[*decode.Sample](b.Name, int(cfg.Int("size")), cfg.Duration("max_wait")), flow.QueueSize(1)))
+	return Wrap(ImagesType, flow.Via(imgs, stage.Batch[*tensor.Sample](b.Name, int(cfg.Int("size")), cfg.Duration("max_wait")), flow.QueueSize(1)))
 }
 
 func buildCollate(b *Build, _ *Config, in Stream) (Stream, error) {
-	groups, err := Unwrap[[]*decode.Sample](in)
+	groups, err := Unwrap[[]*tensor.Sample](in)
 	if err != nil {
 		return Stream{}, err
 	}
-	return Wrap(BatchType, flow.Via(groups, decode.Collate(b.Name), flow.QueueSize(1)))
+	return Wrap(BatchType, flow.Via(groups, tensor.Collate(b.Name), flow.QueueSize(1)))
 }
 
 func buildToTensors(b *Build, cfg *Config, in Stream) (Stream, error) {
@@ -419,101 +483,11 @@ func buildToTensors(b *Build, cfg *Config, in Stream) (Stream, error) {
 
 // columnsToTensors converts the named columns of tb (all when names is empty).
 func columnsToTensors(tb *source.Batch, names []string) (*Tensors, error) {
-	rec := tb.Record
-	sch := rec.Schema()
-	if len(names) == 0 {
-		for _, f := range sch.Fields() {
-			names = append(names, f.Name)
-		}
+	ts, names, err := tensorarrow.Record(tb.Record, names)
+	if err != nil {
+		return nil, fmt.Errorf("%s batch %d: %w", tb.File, tb.Index, err)
 	}
-	rows := int(rec.NumRows())
-	t := &Tensors{Rows: rows, Names: names, Tensors: make([]decode.Tensor, len(names))}
-	for i, name := range names {
-		idx := sch.FieldIndices(name)
-		if len(idx) == 0 {
-			return nil, fmt.Errorf("%s batch %d: no column %q", tb.File, tb.Index, name)
-		}
-		col := rec.Column(idx[0])
-		dst := &t.Tensors[i]
-		if err := columnTensor(dst, col, rows); err != nil {
-			return nil, fmt.Errorf("%s batch %d, column %q: %w", tb.File, tb.Index, name, err)
-		}
-	}
-	return t, nil
-}
-
-func columnTensor(dst *decode.Tensor, col arrow.Array, rows int) error {
-	if col.NullN() > 0 {
-		return fmt.Errorf("%d null values", col.NullN())
-	}
-	switch c := col.(type) {
-	case *array.Binary:
-		if rows == 0 {
-			dst.DType, dst.Shape = decode.Uint8, []int{0, 0}
-			return nil
-		}
-		w := len(c.Value(0))
-		dst.DType, dst.Shape, dst.U8 = decode.Uint8, []int{rows, w}, make([]uint8, 0, rows*w)
-		for r := range rows {
-			v := c.Value(r)
-			if len(v) != w {
-				return fmt.Errorf("row %d holds %d bytes, row 0 %d: binary rows must have one length", r, len(v), w)
-			}
-			dst.U8 = append(dst.U8, v...)
-		}
-		return nil
-	case *array.FixedSizeBinary:
-		w := c.DataType().(*arrow.FixedSizeBinaryType).ByteWidth
-		dst.DType, dst.Shape, dst.U8 = decode.Uint8, []int{rows, w}, make([]uint8, 0, rows*w)
-		for r := range rows {
-			dst.U8 = append(dst.U8, c.Value(r)...)
-		}
-		return nil
-	case array.ListLike:
-		if rows == 0 {
-			dst.DType, dst.Shape = decode.Float32, []int{0, 0}
-			return nil
-		}
-		s, e := c.ValueOffsets(0)
-		return decode.ArrowToFloat32(dst, col, []int{int(e - s)})
-	}
-	dst.DType, dst.Shape, dst.F32 = decode.Float32, []int{rows}, make([]float32, rows)
-	var get func(int) float64
-	switch c := col.(type) {
-	case *array.Int8:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Int16:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Int32:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Int64:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Uint8:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Uint16:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Uint32:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Uint64:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Float32:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Float64:
-		get = c.Value
-	case *array.Boolean:
-		get = func(i int) float64 {
-			if c.Value(i) {
-				return 1
-			}
-			return 0
-		}
-	default:
-		return fmt.Errorf("type %s cannot become a tensor (numbers, booleans, lists of numbers and binary can)", col.DataType())
-	}
-	for r := range rows {
-		dst.F32[r] = float32(get(r))
-	}
-	return nil
+	return &Tensors{Rows: int(tb.Record.NumRows()), Names: names, Tensors: ts}, nil
 }
 
 func buildDiscard(b *Build, _ *Config, in Stream) (Stream, error) {

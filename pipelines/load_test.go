@@ -169,3 +169,40 @@ func TestRegistryRefusesBadDeclarations(t *testing.T) {
 		t.Error("a type registered twice was accepted")
 	}
 }
+
+// TestBytesParameters: resources' sizes use the one size grammar (any binary unit up
+// to E, in any case, the range's top written and accepted the same way) plus each
+// parameter's words, and a negative number only where the range allows it.
+func TestBytesParameters(t *testing.T) {
+	for _, tc := range []struct {
+		set          string
+		memory, want int64 // want: Budget
+		err          string
+	}{
+		{set: "resources.budget=1PiB", memory: -1, want: 1 << 50},
+		{set: "resources.budget=1024TiB", memory: -1, want: 1 << 50},
+		{set: "resources.budget=1.5gib", memory: -1, want: 3 << 29},
+		{set: "resources.budget=64 m", memory: -1, want: 64 << 20},
+		{set: "resources.budget=auto", memory: -1, want: 0},
+		{set: "resources.memory=-1", memory: -1},
+		{set: "resources.memory=none", memory: -1},
+		{set: "resources.memory=2GiB", memory: 2 << 30},
+		{set: "resources.budget=1025TiB", err: "budget: 1025TiB is out of range (0 … 1PiB)"},
+		{set: "resources.memory=-5", err: "memory: -5 is out of range (-1 … 1PiB)"},
+		{set: "resources.budget=-1", err: "budget: -1 is out of range (0 … 1PiB)"},
+		{set: "resources.budget=1e3", err: `budget: "1e3" is not a size in bytes`},
+		{set: "resources.budget=64KB", err: `budget: "64KB" is not a size in bytes`},
+	} {
+		p, err := Parse("f.yaml", []byte(good), Options{Set: []string{tc.set}})
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want an error with %q", tc.set, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.set, err)
+		case p.Resource.Budget != tc.want || p.Resource.Memory != tc.memory:
+			t.Errorf("%s: budget %d memory %d, want %d and %d", tc.set, p.Resource.Budget, p.Resource.Memory, tc.want, tc.memory)
+		}
+	}
+}

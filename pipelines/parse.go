@@ -11,6 +11,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 // Input bounds: a pipeline file is a few dozen lines; these refuse anything that
@@ -443,27 +445,15 @@ func want(p Param) string {
 	return "a string"
 }
 
-// parseBytes parses "123", "64KiB", "1.5GiB" (K, M, G, T too, all binary).
+// parseBytes parses a size in the one grammar of [bytesize.Parse] ("123",
+// "64KiB", "1.5GiB", "1PiB"), or a negative integer, which only a range
+// that allows it accepts ("-1" for memory: no limit).
 func parseBytes(s string) (int64, error) {
-	mult := int64(1)
-	num := strings.TrimSpace(s)
-	for _, u := range []struct {
-		suffix string
-		m      int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}} {
-		if strings.HasSuffix(num, u.suffix) {
-			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.m
-			break
+	n, err := bytesize.Parse(s)
+	if err != nil {
+		if i, e := strconv.ParseInt(strings.TrimSpace(s), 10, 64); e == nil && i < 0 {
+			return i, nil
 		}
 	}
-	if mult == 1 {
-		if n, err := strconv.ParseInt(num, 10, 64); err == nil {
-			return n, nil
-		}
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f*float64(mult) > math.MaxInt64 || f*float64(mult) < math.MinInt64 {
-		return 0, fmt.Errorf("size %q", s)
-	}
-	return int64(f * float64(mult)), nil
+	return n, err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pipelines/progress"
 )
 
@@ -67,8 +68,16 @@ func (b *Build) Info(format string, args ...any) {
 // Keep returns the value open made for this node in an earlier epoch, or calls
 // open now; close (when not nil) runs when Run ends.
 func (b *Build) Keep(open func() (v any, close func() error, err error)) (any, error) {
+	return b.Shared("node "+b.Name, open)
+}
+
+// Shared returns the run-wide value called key, made by open the first time any
+// node of any epoch asks for it: a service several kinds share (the class index
+// of a folder that the files source and the decode stage both read, for
+// example). close (when not nil) runs when Run ends, after the graphs.
+func (b *Build) Shared(key string, open func() (v any, close func() error, err error)) (any, error) {
 	b.run.mu.Lock()
-	v, ok := b.run.kept[b.Name]
+	v, ok := b.run.kept[key]
 	b.run.mu.Unlock()
 	if ok {
 		return v, nil
@@ -78,7 +87,7 @@ func (b *Build) Keep(open func() (v any, close func() error, err error)) (any, e
 		return nil, err
 	}
 	b.run.mu.Lock()
-	b.run.kept[b.Name] = v
+	b.run.kept[key] = v
 	if closeFn != nil {
 		b.run.closers = append(b.run.closers, closeFn)
 	}
@@ -115,7 +124,7 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 		}
 		budget = bytes
 		if hooks.Info != nil {
-			hooks.Info(fmt.Sprintf("budget: %s in flight, a quarter of the memory limit (%s)", formatHuman(bytes), from))
+			hooks.Info(fmt.Sprintf("budget: %s in flight, a quarter of the memory limit (%s)", bytesize.Human(bytes), from))
 		}
 	}
 	r := &runState{hooks: hooks, limit: p.Limit, kept: map[string]any{}, infoSeen: map[string]bool{}}
@@ -230,15 +239,4 @@ func build(g *flow.Graph, p *Pipeline, epoch int, r *runState) error {
 		}
 	}
 	return nil
-}
-
-func formatHuman(b int64) string {
-	f := float64(b)
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
 }

@@ -12,14 +12,16 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/stage"
 )
 
 // ParamType is the type of a kind's parameter.
 type ParamType int
 
-// The parameter types. Bytes accept a size with an optional KiB, MiB, GiB or
-// TiB suffix (also K, M, G, T as binary multiples); Duration a Go duration
+// The parameter types. Bytes accept a size in the grammar of internal/bytesize
+// (a number with an optional binary unit: K, M, G, T, P, E, also spelled KiB …
+// EiB, in any case) or one of the parameter's words; Duration a Go duration
 // ("50ms"); Enum one of the declared words.
 const (
 	String ParamType = iota
@@ -166,7 +168,7 @@ func (p Param) DefaultString() string {
 			}
 		}
 		if p.Type == Bytes {
-			return formatBytes(v)
+			return bytesize.Format(v)
 		}
 		return strconv.FormatInt(v, 10)
 	case []string:
@@ -190,7 +192,7 @@ func (p Param) RangeString() string {
 			if v >= math.MaxInt64 {
 				return "∞"
 			}
-			return formatBytes(int64(v))
+			return bytesize.Format(int64(v))
 		case Duration:
 			return time.Duration(v).String()
 		case Int:
@@ -492,17 +494,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// formatBytes writes n with the largest binary unit that divides it.
-func formatBytes(n int64) string {
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.m == 0 {
-			return strconv.FormatInt(n/u.m, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pressure"
 )
 
@@ -129,9 +130,9 @@ func ExampleHeadroom() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("budget:", pressure.MiB(r.Budget))
+	fmt.Println("budget:", bytesize.Human(r.Budget))
 	fmt.Println(r.Message(40 << 20))
 	// Output:
-	// budget: 16.0 MiB
-	// the cgroup leaves the loader 30.0 MiB (limit 256.0 MiB, others hold 210.0 MiB), below its floor of 40.0 MiB: running at its floor
+	// budget: 16 MiB
+	// the cgroup leaves the loader 30 MiB (limit 256 MiB, others hold 210 MiB), below its floor of 40 MiB: running at its floor
 }

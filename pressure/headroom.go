@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 // MemorySample is one reading of the memory a loader shares with the other processes
@@ -127,14 +128,11 @@ func (r HeadroomReport) Message(floor int64) string {
 	}
 	if r.BelowFloor {
 		return fmt.Sprintf("the cgroup leaves the loader %s (limit %s, others hold %s), below its floor of %s: running at its floor",
-			MiB(r.Allowance), MiB(r.Limit), MiB(r.Others()), MiB(floor))
+			bytesize.Human(r.Allowance), bytesize.Human(r.Limit), bytesize.Human(r.Others()), bytesize.Human(floor))
 	}
 	return fmt.Sprintf("the cgroup leaves the loader %s again, above its floor of %s: budget back to %s",
-		MiB(r.Allowance), MiB(floor), MiB(r.Budget))
+		bytesize.Human(r.Allowance), bytesize.Human(floor), bytesize.Human(r.Budget))
 }
-
-// MiB formats a byte count in MiB with one decimal ("-3.0 MiB" for a deficit).
-func MiB(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB" }
 
 // Headroom turns memory samples into a byte budget that follows what the others of
 // the cgroup leave free. Safe for concurrent use.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 // hMiB is a mebibyte.
@@ -39,7 +40,7 @@ func TestHeadroomBudgetFollowsOthers(t *testing.T) {
 		r = h.Observe(MemorySample{At: t0.Add(time.Duration(i) * time.Second), Limit: 256 * hMiB, Unreclaimable: 180 * hMiB, Self: 30 * hMiB})
 	}
 	if r.Allowance < 89*hMiB || r.Allowance > 90*hMiB {
-		t.Fatalf("steady co-tenant at 150 MiB: allowance %s, want about 90 MiB", MiB(r.Allowance))
+		t.Fatalf("steady co-tenant at 150 MiB: allowance %s, want about 90 MiB", bytesize.Human(r.Allowance))
 	}
 	// It grows to 200 MiB at 50 MiB/s: the projection counts the growth ahead.
 	r = h.Observe(MemorySample{At: t0.Add(21 * time.Second), Limit: 256 * hMiB, Unreclaimable: 230 * hMiB, Self: 30 * hMiB})
@@ -48,12 +49,12 @@ func TestHeadroomBudgetFollowsOthers(t *testing.T) {
 	}
 	want := 256*hMiB - 200*hMiB - 16*hMiB - int64(r.Growth)
 	if d := r.Allowance - want; d < -hMiB || d > hMiB {
-		t.Fatalf("growing co-tenant: allowance %s, want %s (others + growth × 1s ahead)", MiB(r.Allowance), MiB(want))
+		t.Fatalf("growing co-tenant: allowance %s, want %s (others + growth × 1s ahead)", bytesize.Human(r.Allowance), bytesize.Human(want))
 	}
 	if !r.BelowFloor || !r.Changed || r.Budget != 16*hMiB {
 		t.Fatalf("below the floor: %+v; want BelowFloor, Changed, budget at its floor 16 MiB", r)
 	}
-	if m := r.Message(40 * hMiB); !strings.Contains(m, "below its floor of 40.0 MiB: running at its floor") {
+	if m := r.Message(40 * hMiB); !strings.Contains(m, "below its floor of 40 MiB: running at its floor") {
 		t.Fatalf("message %q", m)
 	}
 	// Still below: not announced again.
@@ -66,10 +67,10 @@ func TestHeadroomBudgetFollowsOthers(t *testing.T) {
 		r = h.Observe(MemorySample{At: t0.Add(time.Duration(i) * time.Second), Limit: 256 * hMiB, Unreclaimable: 226 * hMiB, Self: 30 * hMiB})
 	}
 	if r.Allowance < 40*hMiB || r.Allowance >= 50*hMiB {
-		t.Fatalf("allowance %s: the test wants it between the floor and the margin", MiB(r.Allowance))
+		t.Fatalf("allowance %s: the test wants it between the floor and the margin", bytesize.Human(r.Allowance))
 	}
 	if !r.BelowFloor || r.Changed {
-		t.Fatalf("allowance %s, just above the floor: %+v; want still below (hysteresis)", MiB(r.Allowance), r)
+		t.Fatalf("allowance %s, just above the floor: %+v; want still below (hysteresis)", bytesize.Human(r.Allowance), r)
 	}
 	// The co-tenant leaves: back above the floor, announced once.
 	r = h.Observe(MemorySample{At: t0.Add(40 * time.Second), Limit: 256 * hMiB, Unreclaimable: 40 * hMiB, Self: 30 * hMiB})
@@ -77,7 +78,7 @@ func TestHeadroomBudgetFollowsOthers(t *testing.T) {
 		t.Fatalf("after the co-tenant left: %+v %q", r, r.Message(40*hMiB))
 	}
 	if r.Budget != 64*hMiB {
-		t.Fatalf("budget %s after recovery, want the max", MiB(r.Budget))
+		t.Fatalf("budget %s after recovery, want the max", bytesize.Human(r.Budget))
 	}
 }
 

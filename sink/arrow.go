@@ -10,7 +10,8 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/psiflow/psiflow/stage/decode"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // ArrowConfig names where an [Arrow] sink writes: exactly one of Path and Socket.
@@ -77,7 +78,7 @@ func (a *Arrow) Accept(ctx context.Context) error {
 }
 
 // Consume writes b as one record batch.
-func (a *Arrow) Consume(ctx context.Context, b *decode.Batch) error {
+func (a *Arrow) Consume(ctx context.Context, b *tensor.Batch) error {
 	if err := a.Accept(ctx); err != nil {
 		return err
 	}

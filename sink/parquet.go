@@ -10,7 +10,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-	"github.com/psiflow/psiflow/stage/decode"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // ParquetConfig names the folder a [Parquet] sink writes and how it splits it.
@@ -59,7 +60,7 @@ func NewParquet(cfg ParquetConfig) (*Parquet, error) {
 func (p *Parquet) Files() []string { return append([]string(nil), p.files...) }
 
 // Consume writes b as one row group, starting a new file when the current one is full.
-func (p *Parquet) Consume(_ context.Context, b *decode.Batch) error {
+func (p *Parquet) Consume(_ context.Context, b *tensor.Batch) error {
 	if p.layout == nil {
 		l, err := layoutOf(b)
 		if err != nil {

@@ -13,9 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/stage/decode"
 	"golang.org/x/sys/unix"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // Torch hands batches to the Python module python/psiflow through shared
@@ -134,7 +135,7 @@ func (t *Torch) Accept(ctx context.Context) error {
 }
 
 // setup maps the ring for batches like b and sends the hello with its descriptor.
-func (t *Torch) setup(b *decode.Batch) error {
+func (t *Torch) setup(b *tensor.Batch) error {
 	size := t.cfg.SlotBytes
 	if size == 0 {
 		size = b.Size()
@@ -186,7 +187,7 @@ func (t *Torch) lost(err error) error {
 // Consume copies b into a free slot and announces it, waiting while every
 // slot is in Python (backpressure). It fails when the consumer is gone:
 // [ErrConsumerClosed] when it closed on purpose.
-func (t *Torch) Consume(ctx context.Context, b *decode.Batch) error {
+func (t *Torch) Consume(ctx context.Context, b *tensor.Batch) error {
 	if err := t.Accept(ctx); err != nil {
 		return err
 	}
@@ -195,7 +196,7 @@ func (t *Torch) Consume(ctx context.Context, b *decode.Batch) error {
 			return err
 		}
 	}
-	raw := tensorBytes(&b.Tensor)
+	raw := b.Tensor.Bytes()
 	if int64(len(raw)) > t.slotBytes {
 		return fmt.Errorf("sink torch: batch of %v %v is %d bytes, larger than a slot (%d bytes; set SlotBytes)", b.Tensor.DType, b.Tensor.Shape, len(raw), t.slotBytes)
 	}

@@ -37,6 +37,10 @@ type kind struct {
 	build func(t *testing.T, dir string) (iter func(Options) (Iterator[elem], error), want []elem, paths []string)
 	// corrupt damages path and returns what the error must mention.
 	corrupt func(t *testing.T, path string) string
+	// deals is true when the kind deals samples to ranks as DistributedSampler
+	// (files: the same count on every rank, the remainder padded); otherwise
+	// it deals whole shards.
+	deals bool
 }
 
 // adapt turns an Iterator of T into an Iterator of elem.
@@ -126,6 +130,7 @@ func kinds() []kind {
 				}
 				return p
 			},
+			deals: true,
 		},
 		{
 			name: "tar",
@@ -344,36 +349,52 @@ func TestConformance(t *testing.T) {
 
 				t.Run("sharding-partitions-exactly", func(t *testing.T) {
 					seen := map[string]int{}
+					var counts []int
 					for rank := range 3 {
 						o := shuffled
 						o.Rank, o.WorldSize = rank, 3
-						for _, id := range drain(t, open(t, o), -1, want) {
+						got := drain(t, open(t, o), -1, want)
+						counts = append(counts, len(got))
+						for _, id := range got {
 							seen[id]++
 						}
 					}
+					repeats := 0
 					for _, id := range baseOrder {
-						if seen[id] != 1 {
+						if seen[id] < 1 || seen[id] > 1 && !k.deals {
 							t.Fatalf("element %q seen %d times across ranks", id, seen[id])
 						}
+						repeats += seen[id] - 1
 					}
 					if len(seen) != len(baseOrder) {
 						t.Fatalf("%d distinct elements, want %d", len(seen), len(baseOrder))
 					}
+					if k.deals && (repeats >= 3 || counts[0] != counts[1] || counts[1] != counts[2]) {
+						t.Fatalf("ranks read %v elements with %d repeats: want equal counts, fewer than 3 repeats (padding)", counts, repeats)
+					}
 				})
 
-				t.Run("sharding-from-environment", func(t *testing.T) {
+				t.Run("zero-value-ignores-environment", func(t *testing.T) {
 					t.Setenv("RANK", "1")
 					t.Setenv("WORLD_SIZE", "2")
 					o := base
 					o.WorldSize = 0
 					it := open(t, o)
-					if p := it.Position(); p.Rank != 1 || p.WorldSize != 2 {
-						t.Fatalf("position %+v, want rank 1 of 2", p)
+					if p := it.Position(); p.Rank != 0 || p.WorldSize != 1 {
+						t.Fatalf("position %+v, want rank 0 of 1: the library must not read RANK", p)
 					}
-					explicit := base
+					if got := drain(t, it, -1, want); !slices.Equal(got, baseOrder) {
+						t.Fatalf("zero WorldSize read %d of %d elements", len(got), len(baseOrder))
+					}
+					sh, err := EnvSharding()
+					if err != nil {
+						t.Fatal(err)
+					}
+					fromEnv, explicit := base, base
+					fromEnv.Rank, fromEnv.WorldSize = sh.Rank, sh.WorldSize
 					explicit.Rank, explicit.WorldSize = 1, 2
-					if a, b := drain(t, it, -1, want), drain(t, open(t, explicit), -1, want); !slices.Equal(a, b) {
-						t.Fatal("environment and explicit rank disagree")
+					if a, b := drain(t, open(t, fromEnv), -1, want), drain(t, open(t, explicit), -1, want); !slices.Equal(a, b) {
+						t.Fatal("EnvSharding and explicit rank disagree")
 					}
 				})
 

@@ -5,29 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
-	"strconv"
 	"sync"
 )
 
 // Options configure one epoch's iteration over a dataset.
 type Options struct {
-	// Rank and WorldSize shard the dataset: rank r of w gets every w-th shard
-	// (file, tar shard or table batch) of the epoch's shard order. When
-	// WorldSize is 0 they come from RANK and WORLD_SIZE in the environment (as
-	// torchrun sets them), defaulting to 0 and 1.
+	// Rank and WorldSize shard the dataset. Files are dealt as PyTorch's
+	// DistributedSampler deals them: rank r of w reads positions r, r+w, … of
+	// the epoch's order, padded or cut (DropLast) so every rank reads the same
+	// count ([Share]). Tar shards and tables are dealt by shard (file, tar
+	// shard or table batch): rank r gets every w-th of the epoch's shard order.
+	// WorldSize 0 means 1: the library never reads the environment; a
+	// front-end that follows torchrun's RANK and WORLD_SIZE calls [EnvSharding]
+	// and passes them here.
 	Rank, WorldSize int
 	// Epoch selects the shuffle of this pass.
 	Epoch int
-	// Seed seeds shuffling; the same seed, epoch, rank and world size give the same order.
+	// Seed seeds shuffling; the same seed and epoch give the same global order.
 	Seed uint64
-	// Shuffle permutes the shard order per epoch.
+	// Shuffle permutes the epoch's order (files: every sample; tar shards and
+	// tables: the shard order), differently every epoch.
 	Shuffle bool
+	// DropLast cuts the end of a file dataset's epoch so every rank reads
+	// ⌊remaining/WorldSize⌋ files; without it the order is padded by repeating
+	// its first entries so every rank reads ⌈remaining/WorldSize⌉
+	// (DistributedSampler's drop_last). It has no effect on tar shards and tables.
+	DropLast bool
 	// ShuffleBuffer, when > 0, also shuffles samples through a bounded buffer
 	// of that many samples (for tar shards it holds their bytes).
 	ShuffleBuffer int
-	// Resume continues from a checkpoint taken with Position; nil starts the epoch.
+	// Resume continues from a checkpoint taken with Position; nil starts the
+	// epoch. A file dataset resumes at the position's global offset under any
+	// rank and world size (see [Position.Consumed]); tar shards and tables, and
+	// files with a ShuffleBuffer, only under the rank and world size that took it.
 	Resume *Position
 
 	// Reader configures the readers (backend, queue depth, O_DIRECT, fadvise).
@@ -67,15 +78,30 @@ type Options struct {
 }
 
 // Position is a resumable point in an epoch, small and JSON-marshalable.
-// Pass it back in [Options.Resume] with the same dataset, seed, rank and
-// world size to get exactly the samples not yet returned.
+// Pass it back in [Options.Resume] with the same dataset, seed and epoch to
+// get exactly the samples not yet returned.
+//
+// For files the position is global: Consumed counts the entries of the
+// epoch's global order that every rank together has consumed, and a resume
+// under another world size deals the rest of the epoch among the new ranks.
+// That is exact when the position was taken where every rank stood at the same
+// point, as data-parallel ranks do (each consumes one batch per step): take it
+// at the same step on every rank (any rank's, they agree) and load it on every
+// new rank.
 type Position struct {
 	Epoch     int    `json:"epoch"`
 	Seed      uint64 `json:"seed"`
 	Rank      int    `json:"rank"`
 	WorldSize int    `json:"world_size"`
+	// Files: the global offset reached (every rank's consumed entries and
+	// those before them: rank r of w, having consumed k entries from offset
+	// s, stands at s + k·w), the dataset's size, and whether it was shuffled.
+	Consumed int64 `json:"consumed,omitempty"`
+	Samples  int   `json:"samples,omitempty"`
+	Shuffle  bool  `json:"shuffle,omitempty"`
 	// Next is the number of entries of this rank's epoch order already consumed
-	// (returned or skipped). For tar shards it counts samples.
+	// (returned or skipped): tar shards (it counts samples), tables, and files
+	// read through a ShuffleBuffer.
 	Next int64 `json:"next"`
 	// Tar shards only: the shard being streamed (index in this rank's shard
 	// order), the byte offset of its next member, the shuffle buffer's
@@ -114,6 +140,13 @@ type Sample struct {
 	// Shard is the file or tar shard the sample came from, Off its byte offset there.
 	Shard string
 	Off   int64
+	// Index identifies the sample within its dataset, the same in every epoch
+	// and under every rank and world size: for files, its position in the
+	// dataset's base order ([Files.Paths]; a padded epoch repeats indices); for
+	// tar shards, the shard's index × 2⁴⁰ plus the byte offset of the sample's
+	// first member. A decoder derives per-sample randomness from (seed, epoch,
+	// Index), so a resumed epoch gets the same augmentation.
+	Index int64
 
 	bytes   int64
 	budget  Budget
@@ -181,20 +214,14 @@ type resolved struct {
 func resolve(o Options) (resolved, error) {
 	r := resolved{Options: o, rank: o.Rank, world: o.WorldSize}
 	if r.world == 0 {
-		sh, err := EnvSharding()
-		if err != nil {
-			return r, err
-		}
-		r.rank, r.world = sh.Rank, sh.WorldSize
+		r.world = 1
 	}
 	if r.world < 1 || r.rank < 0 || r.rank >= r.world {
 		return r, fmt.Errorf("source: rank %d of world size %d is out of range", r.rank, r.world)
 	}
-	if p := o.Resume; p != nil {
-		if p.Seed != o.Seed || p.Rank != r.rank || p.WorldSize != r.world || p.Epoch != o.Epoch {
-			return r, fmt.Errorf("source: resume position (epoch %d, seed %d, rank %d/%d) does not match options (epoch %d, seed %d, rank %d/%d)",
-				p.Epoch, p.Seed, p.Rank, p.WorldSize, o.Epoch, o.Seed, r.rank, r.world)
-		}
+	if p := o.Resume; p != nil && (p.Seed != o.Seed || p.Epoch != o.Epoch) {
+		return r, fmt.Errorf("source: resume position (epoch %d, seed %d) does not match options (epoch %d, seed %d)",
+			p.Epoch, p.Seed, o.Epoch, o.Seed)
 	}
 	if o.MaxMember < 0 || o.MaxSkips < 0 {
 		return r, fmt.Errorf("source: negative option (MaxMember %d, MaxSkips %d)", o.MaxMember, o.MaxSkips)
@@ -209,73 +236,31 @@ func resolve(o Options) (resolved, error) {
 	return r, nil
 }
 
-// Sharding is this process's share of a dataset: rank Rank of WorldSize reads
-// every WorldSize-th shard.
-type Sharding struct {
-	Rank, WorldSize int
-	// FromEnv is true when RANK or WORLD_SIZE was set in the environment.
-	FromEnv bool
-}
-
-// String says what the sharding means, for a launcher's first lines.
-func (s Sharding) String() string {
-	if s.WorldSize <= 1 {
-		return "not sharded: this process reads the whole dataset"
-	}
-	from := ""
-	if s.FromEnv {
-		from = " (RANK and WORLD_SIZE from the environment)"
-	}
-	return fmt.Sprintf("rank %d of %d%s: this process reads every %d-th shard or file, about 1/%d of the dataset", s.Rank, s.WorldSize, from, s.WorldSize, s.WorldSize)
-}
-
-// EnvSharding reads RANK and WORLD_SIZE (as torchrun sets them) the way
-// [Options] does when WorldSize is 0: unset (or empty) means rank 0 of 1; a value that
-// is not an integer, or a rank outside [0, WORLD_SIZE), is an error.
-func EnvSharding() (Sharding, error) {
-	sh := Sharding{WorldSize: 1}
-	if v := os.Getenv("WORLD_SIZE"); v != "" {
-		w, err := strconv.Atoi(v)
-		if err != nil || w < 1 {
-			return sh, fmt.Errorf("source: WORLD_SIZE=%q: want a positive integer", v)
-		}
-		sh.WorldSize, sh.FromEnv = w, true
-	}
-	if v := os.Getenv("RANK"); v != "" {
-		k, err := strconv.Atoi(v)
-		if err != nil {
-			return sh, fmt.Errorf("source: RANK=%q: want an integer", v)
-		}
-		sh.Rank, sh.FromEnv = k, true
-	}
-	if sh.Rank < 0 || sh.Rank >= sh.WorldSize {
-		return sh, fmt.Errorf("source: RANK=%d is out of range for WORLD_SIZE=%d", sh.Rank, sh.WorldSize)
-	}
-	return sh, nil
-}
-
-// LocalRank returns LOCAL_RANK from the environment (0 when unset or empty):
-// the rank within this machine, for choosing a device. A value that is not a
-// non-negative integer is an error, not a silent 0.
-func LocalRank() (int, error) {
-	v := os.Getenv("LOCAL_RANK")
-	if v == "" {
-		return 0, nil
-	}
-	k, err := strconv.Atoi(v)
-	if err != nil || k < 0 {
-		return 0, fmt.Errorf("source: LOCAL_RANK=%q: want a non-negative integer", v)
-	}
-	return k, nil
-}
-
 func (r resolved) position() Position {
 	return Position{Epoch: r.Epoch, Seed: r.Seed, Rank: r.rank, WorldSize: r.world}
 }
 
+// checkRank refuses a resume position taken under another rank or world
+// size: tar shards and tables resume only where they stopped.
+func (r resolved) checkRank() error {
+	if p := r.Resume; p != nil && (p.Rank != r.rank || max(p.WorldSize, 1) != r.world) {
+		return fmt.Errorf("source: resume position of rank %d of %d does not match options (rank %d of %d)", p.Rank, p.WorldSize, r.rank, r.world)
+	}
+	return nil
+}
+
 // rankShards returns the indices of n shards this rank reads this epoch:
-// the epoch's permutation (when shuffling), then every world-th entry.
-func (r resolved) rankShards(n int) []int {
+// the epoch's permutation (when shuffling), then every world-th entry. A
+// sharded dataset with fewer shards than ranks is an error naming rank,
+// world size and shard count: some rank would read nothing, and a rank that
+// ends early desynchronises the others.
+func (r resolved) rankShards(n int) ([]int, error) {
+	if err := r.checkRank(); err != nil {
+		return nil, err
+	}
+	if r.world > 1 && n < r.world {
+		return nil, fmt.Errorf("source: rank %d of world size %d gets no shards: the dataset has %d, fewer than the world size", r.rank, r.world, n)
+	}
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
@@ -288,8 +273,12 @@ func (r resolved) rankShards(n int) []int {
 	for i := r.rank; i < n; i += r.world {
 		mine = append(mine, order[i])
 	}
-	return mine
+	return mine, nil
 }
+
+// tarIndex is [Sample.Index] of a tar sample whose first member starts at
+// byte off of shard (an index in the dataset's shard list).
+func tarIndex(shard int, off int64) int64 { return int64(shard)<<40 | off }
 
 // sampleRNG is the generator of the bounded sample shuffle for this epoch and rank.
 func (r resolved) sampleRNG() *rand.PCG {

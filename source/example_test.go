@@ -97,5 +97,5 @@ func ExampleEnvSharding() {
 	sh, err := source.EnvSharding()
 	fmt.Println(sh, err)
 	// Output:
-	// rank 1 of 4 (RANK and WORLD_SIZE from the environment): this process reads every 4-th shard or file, about 1/4 of the dataset <nil>
+	// rank 1 of 4 (RANK and WORLD_SIZE from the environment): this process reads 1/4 of each epoch (files: every 4-th entry of the epoch's order, the same count on every rank; tar shards and tables: every 4-th shard) <nil>
 }

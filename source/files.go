@@ -14,6 +14,7 @@ import (
 // Files is a dataset of whole files, one sample per file.
 type Files struct {
 	paths []string
+	index []int // dataset index of each path ([Files.Select]); nil: its position
 }
 
 // NewFiles returns a dataset of the given files, in the given order.
@@ -48,19 +49,27 @@ func (d *Files) Path(i int) string { return d.paths[i] }
 
 // Samples starts an epoch over the files for one rank: Next returns one
 // Sample per file whose single field is named after the file's extension.
-// The order is the rank's share of the epoch's file order, then the bounded
-// shuffle; it does not depend on timing. Reads run on Workers readers with
-// up to QueueDepth reads each in flight.
+// The order is the rank's [Share] of the epoch's order (every file of the
+// epoch once across ranks, padded or cut to the same count on every rank),
+// then the bounded shuffle; it does not depend on timing. Reads run on
+// Workers readers with up to QueueDepth reads each in flight.
 func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 	r, err := resolve(opts)
 	if err != nil {
 		return nil, err
 	}
-	order := r.rankShards(len(d.paths))
-	order = shuffleRefs(order, r.ShuffleBuffer, r.sampleRNG())
-	start := 0
-	if r.Resume != nil {
-		start = int(min(max(r.Resume.Next, 0), int64(len(order))))
+	sh, start, err := d.start(r)
+	if err != nil {
+		return nil, err
+	}
+	it := &fileIter{d: d, r: r, share: sh, count: int(sh.Count), next: start, skip: skipper{skip: r.Skip, max: r.MaxSkips}}
+	if r.ShuffleBuffer > 1 {
+		// The bounded shuffle needs the rank's order up front.
+		order := make([]int, sh.Count)
+		for k := range order {
+			order[k] = sh.At(int64(k))
+		}
+		it.order = shuffleRefs(order, r.ShuffleBuffer, r.sampleRNG())
 	}
 	backend := r.Reader.Backend
 	if backend == "" {
@@ -70,7 +79,6 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 	if workers <= 0 {
 		workers = defaultWorkers(backend)
 	}
-	it := &fileIter{d: d, r: r, order: order, next: start, skip: skipper{skip: r.Skip, max: r.MaxSkips}}
 	// Each worker holds up to QueueDepth reads in flight plus a short queue on
 	// each side; the default pool covers that so it overflows only when the
 	// consumer holds samples.
@@ -120,6 +128,7 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 
 type fileJob struct {
 	k    int
+	idx  int // dataset index of the file
 	path string
 	f    *File
 	buf  Buffer
@@ -135,7 +144,9 @@ type fileResult struct {
 type fileIter struct {
 	d       *Files
 	r       resolved
-	order   []int
+	share   Share
+	order   []int // the rank's order through the shuffle buffer; nil: share.At
+	count   int   // entries in the rank's order
 	next    int
 	skip    skipper
 	pool    *Pool
@@ -156,10 +167,10 @@ func (it *fileIter) admit(ctx context.Context, jobs []chan fileJob) {
 		}
 	}()
 	w := len(jobs)
-	for k := it.next; k < len(it.order); k++ {
-		path := it.d.paths[it.order[k]]
-		job := fileJob{k: k, path: path}
-		job.f, job.err = openFile(path, &it.r.Reader)
+	for k := it.next; k < it.count; k++ {
+		e := it.entry(k)
+		job := fileJob{k: k, path: it.d.paths[e], idx: it.d.indexOf(e)}
+		job.f, job.err = openFile(job.path, &it.r.Reader)
 		if job.err == nil {
 			job.buf, job.err = it.admitRead(ctx, job.f.Size)
 			if job.err != nil {
@@ -345,7 +356,7 @@ func (it *fileIter) Next(ctx context.Context) (*Sample, error) {
 		if it.closed {
 			return nil, ErrClosed
 		}
-		if it.next >= len(it.order) {
+		if it.next >= it.count {
 			return nil, io.EOF
 		}
 		var res fileResult
@@ -356,7 +367,7 @@ func (it *fileIter) Next(ctx context.Context) (*Sample, error) {
 			return nil, context.Cause(ctx)
 		}
 		if !ok || res.k != it.next {
-			it.err = fmt.Errorf("source: file reader stopped before entry %d (%s)", it.next, it.d.paths[it.order[it.next]])
+			it.err = fmt.Errorf("source: file reader stopped before entry %d (%s)", it.next, it.d.paths[it.entry(it.next)])
 			if e := it.failed.Load(); e != nil {
 				it.err = fmt.Errorf("%w: %w", it.err, *e)
 			}
@@ -372,7 +383,7 @@ func (it *fileIter) Next(ctx context.Context) (*Sample, error) {
 			continue
 		}
 		res.f.Close()
-		s := &Sample{Key: res.path, Shard: res.path, bufs: []Buffer{res.buf}, budget: it.r.Budget, bytes: res.f.Size}
+		s := &Sample{Key: res.path, Shard: res.path, Index: int64(res.idx), bufs: []Buffer{res.buf}, budget: it.r.Budget, bytes: res.f.Size}
 		s.Fields = []Field{{Name: extOf(res.path), Data: res.buf.Bytes()[:res.n]}}
 		return s, nil
 	}
@@ -384,9 +395,23 @@ func extOf(path string) string {
 	return strings.TrimPrefix(e, ".")
 }
 
+// entry returns the base-order index of the rank's k-th entry.
+func (it *fileIter) entry(k int) int {
+	if it.order != nil {
+		return it.order[k]
+	}
+	return it.share.At(int64(k))
+}
+
 func (it *fileIter) Position() Position {
 	p := it.r.position()
-	p.Next = int64(it.next)
+	p.Samples, p.Shuffle = len(it.d.paths), it.r.Shuffle
+	if it.order != nil {
+		p.Next = int64(it.next)
+		p.Consumed = int64(it.next) * int64(it.r.world)
+	} else {
+		p.Consumed = it.share.Consumed(int64(it.next))
+	}
 	return p
 }
 

@@ -2,7 +2,6 @@ package source
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -131,16 +130,17 @@ type Reader interface {
 	// reaps at least one completion into an internal backlog (returned by the next Reap).
 	Submit(req Request) error
 	// Reap moves up to len(out) completions into out, waiting until at least
-	// min(wait, in flight) are available. Reads always finish, so the wait is
-	// bounded by the device; ctx is checked before waiting.
+	// min(wait, in flight) are available, or until ctx ends (then it returns
+	// ctx's cause; the reads stay in flight until Close).
 	Reap(ctx context.Context, out []Completion, wait int) (int, error)
 	// InFlight returns the number of submitted reads not yet reaped.
 	InFlight() int
 	// Backend names the implementation.
 	Backend() Backend
-	// Close releases the reader. Reads the kernel has started are waited
-	// for first; queued reads that have not started are dropped and their
-	// permits released.
+	// Close releases the reader. Reads the kernel has started are cancelled
+	// where the kernel can and waited for (their buffers may be reused once
+	// Close returns); queued reads that have not started are dropped. Every
+	// permit is released.
 	Close() error
 }
 
@@ -153,6 +153,7 @@ type File struct {
 
 	f        *os.File // primary descriptor (O_DIRECT when direct)
 	buffered *os.File // lazily opened buffered descriptor for unaligned reads under O_DIRECT
+	id       fileID   // device and inode at open
 	direct   bool
 	slot     int // registered-file slot, -1 when none
 	end      int64
@@ -211,47 +212,17 @@ func (f *File) descriptorFor(off int64, buf []byte) (*os.File, []byte, error) {
 		return f.f, buf[:n], nil
 	}
 	if f.buffered == nil {
-		b, err := os.Open(f.Path)
+		o, err := openRegular(f.Path, false)
 		if err != nil {
-			return nil, nil, &ReadError{Op: "open", Path: f.Path, Off: off, Err: err}
+			return nil, nil, err
 		}
-		f.buffered = b
+		if o.id != f.id {
+			o.f.Close()
+			return nil, nil, &ReadError{Op: "open", Path: f.Path, Off: off, Err: ErrChanged}
+		}
+		f.buffered = o.f
 	}
 	return f.buffered, buf, nil
-}
-
-func openFile(path string, opts *ReaderOptions) (*File, error) {
-	var fh *os.File
-	var err error
-	direct := false
-	if opts.Direct {
-		fh, err = openDirect(path)
-		direct = err == nil
-	}
-	if fh == nil {
-		fh, err = os.Open(path)
-	}
-	if err != nil {
-		return nil, &ReadError{Op: "open", Path: path, Err: unwrapPathError(err)}
-	}
-	st, err := fh.Stat()
-	if err != nil {
-		fh.Close()
-		return nil, &ReadError{Op: "stat", Path: path, Err: unwrapPathError(err)}
-	}
-	if st.IsDir() {
-		fh.Close()
-		return nil, &ReadError{Op: "open", Path: path, Err: errors.New("is a directory")}
-	}
-	return &File{Path: path, Size: st.Size(), f: fh, direct: direct, slot: -1, opts: opts}, nil
-}
-
-func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // Status is the outcome of the io_uring probe: which backend an automatic

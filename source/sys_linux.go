@@ -13,19 +13,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func openDirect(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0)
-}
+// directFlag is O_DIRECT where the system has it.
+const directFlag = unix.O_DIRECT
 
 // ProbeDirect opens path with O_DIRECT and closes it: nil when the file system
 // serves O_DIRECT reads (tmpfs, for one, refuses them with EINVAL; a reader with
 // ReaderOptions.Direct then reads its files buffered).
+// The open does not block on a named pipe (O_NONBLOCK).
 func ProbeDirect(path string) error {
-	f, err := openDirect(path)
+	fd, err := openRetry(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_DIRECT)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return f.Close()
+	return unix.Close(fd)
 }
 
 // fadviseDontNeed drops [off, off+n) of f from the page cache. Advising the
@@ -52,6 +52,9 @@ func uringUnavailable() string {
 	}
 	if !p.Supports(uring.OpRead) {
 		return "kernel lacks IORING_OP_READ (Linux ≥ 5.6 needed)"
+	}
+	if !p.Supports(uring.OpAsyncCancel) || r.Features()&uring.FeatExtArg == 0 {
+		return "kernel lacks IORING_FEAT_EXT_ARG or IORING_OP_ASYNC_CANCEL (Linux ≥ 5.11 needed to cancel reads in flight)"
 	}
 	return ""
 }

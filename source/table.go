@@ -116,7 +116,11 @@ func (d *Tables) Batches(opts Options) (Iterator[*Batch], error) {
 			refs = append(refs, tableRef{i, j})
 		}
 	}
-	order := r.rankShards(len(refs))
+	order, err := r.rankShards(len(refs))
+	if err != nil {
+		it.Close()
+		return nil, err
+	}
 	order = shuffleRefs(order, r.ShuffleBuffer, r.sampleRNG())
 	it.order = make([]tableRef, len(order))
 	for k, i := range order {

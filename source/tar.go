@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -61,6 +60,10 @@ func (d *TarShards) Samples(opts Options) (Iterator[*Sample], error) {
 	if err != nil {
 		return nil, err
 	}
+	shards, err := r.rankShards(len(d.paths))
+	if err != nil {
+		return nil, err
+	}
 	depth := min(r.Reader.QueueDepth, 8)
 	// Chunks always come from the iterator's own pool, registered with its
 	// ring: in flight, queued for the parser and parsed, 2×depth+2 slots never
@@ -76,7 +79,7 @@ func (d *TarShards) Samples(opts Options) (Iterator[*Sample], error) {
 		pool.Close()
 		return nil, err
 	}
-	it := &tarIter{d: d, r: r, reader: reader, pool: pool, depth: depth, shards: r.rankShards(len(d.paths)), skip: skipper{skip: r.Skip, max: r.MaxSkips}}
+	it := &tarIter{d: d, r: r, reader: reader, pool: pool, depth: depth, shards: shards, skip: skipper{skip: r.Skip, max: r.MaxSkips}}
 	if r.Buffers == nil {
 		// Fields are copied into off-heap slots (no zeroing, no GC work); the
 		// pool overflows rather than wait, since samples are held downstream.
@@ -264,7 +267,7 @@ func (it *tarIter) readSample(ctx context.Context) (pending, error) {
 			first = m
 		}
 		shardPath := it.d.paths[it.shards[it.shard]]
-		s := &Sample{Key: first.key, Shard: shardPath, Off: first.start}
+		s := &Sample{Key: first.key, Shard: shardPath, Off: first.start, Index: tarIndex(it.shards[it.shard], first.start)}
 		s.add(first)
 		ref := Ref{Shard: it.shards[it.shard], Off: first.start, End: first.end}
 		for {
@@ -464,10 +467,11 @@ func (endMarker) Read(p []byte) (int, error) { return 0, io.EOF }
 // findHeader returns the offset of the first 512-aligned block at or after
 // from (and before size) that is a valid tar header, or -1.
 func findHeader(path string, from, size int64) (int64, error) {
-	f, err := os.Open(path)
+	o, err := openRegular(path, false)
 	if err != nil {
 		return 0, err
 	}
+	f := o.f
 	defer f.Close()
 	from = (from + 511) / 512 * 512
 	br := bufio.NewReaderSize(io.NewSectionReader(f, from, max(size-from, 0)), 64<<10)
@@ -578,7 +582,7 @@ func (it *tarIter) readRef(ctx context.Context, ref Ref) (*Sample, error) {
 		return nil, c[0].Err
 	}
 	tr := tar.NewReader(bytes.NewReader(buf[:c[0].N]))
-	s := &Sample{Shard: p, Off: ref.Off}
+	s := &Sample{Shard: p, Off: ref.Off, Index: tarIndex(ref.Shard, ref.Off)}
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {

@@ -8,17 +8,22 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/psiflow/psiflow/internal/uring"
 	"golang.org/x/sys/unix"
 )
 
-// maxRetries bounds resubmissions of a read that keeps failing with EINTR/EAGAIN.
-const maxRetries = 100
-
 // fileTableSize is the number of registered-file slots per ring.
 const fileTableSize = 256
+
+// waitSlice is how long the reader waits in the kernel before it looks at
+// its context again: the bound on how late a cancelled Reap returns.
+const waitSlice = 50 * time.Millisecond
+
+// cancelUserData marks the completions of the reader's own cancel requests.
+const cancelUserData = 1 << 63
 
 var fixedWarn sync.Once
 
@@ -46,6 +51,7 @@ type uringReader struct {
 	fileTable []int32 // nil until the first registered open
 	freeSlots []int
 	closed    bool
+	cancelled bool // Close cancelled the reads in flight: none is resubmitted
 	failed    error
 }
 
@@ -153,7 +159,8 @@ func (r *uringReader) Submit(req Request) error {
 		return err
 	}
 	for len(r.free) == 0 {
-		if err := r.wait(1); err != nil {
+		// Only reads of this reader are waited for: they end on their own.
+		if err := r.wait(context.Background(), 1); err != nil {
 			return err
 		}
 	}
@@ -205,10 +212,11 @@ func (r *uringReader) fail(err error) error {
 }
 
 // wait submits what is prepared and blocks until at least n completions are
-// moved to the backlog (or nothing is in flight). It first submits without
-// waiting (cached reads complete inline) and reaps, and blocks in the kernel
-// only when that is not enough.
-func (r *uringReader) wait(n int) error {
+// moved to the backlog (or nothing is in flight), or ctx ends. It first
+// submits without waiting (cached reads complete inline) and reaps, and
+// blocks in the kernel only when that is not enough, in slices of
+// waitSlice so that a cancelled ctx is seen while reads are in flight.
+func (r *uringReader) wait(ctx context.Context, n int) error {
 	for {
 		if _, err := r.ring.Submit(0); err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EBUSY) {
 			return r.fail(err)
@@ -217,9 +225,12 @@ func (r *uringReader) wait(n int) error {
 		if len(r.backlog) >= n || r.inflight == 0 {
 			return nil
 		}
-		if _, err := r.ring.Submit(1); err != nil {
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EBUSY) {
-				continue // completions must be reaped first: drain does that
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if _, err := r.ring.SubmitWait(1, waitSlice); err != nil {
+			if errors.Is(err, uring.ErrTimeout) || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EBUSY) {
+				continue // look at ctx; or completions must be reaped first: drain does that
 			}
 			return r.fail(err)
 		}
@@ -235,15 +246,15 @@ func (r *uringReader) drain() {
 			return
 		}
 		r.ring.CQESeen()
-		id := uint32(c.UserData)
-		if int(id) >= len(r.pending) || !r.pending[id].used {
-			continue
+		if c.UserData >= uint64(len(r.pending)) || !r.pending[c.UserData].used {
+			continue // a cancel request's own completion
 		}
+		id := uint32(c.UserData)
 		p := &r.pending[id]
 		switch {
 		case c.Res < 0:
 			errno := unix.Errno(-c.Res)
-			if (errno == unix.EINTR || errno == unix.EAGAIN) && p.retries < maxRetries {
+			if (errno == unix.EINTR || errno == unix.EAGAIN) && p.retries < maxRetries && !r.cancelled {
 				p.retries++
 				r.prep(id)
 				continue
@@ -253,7 +264,7 @@ func (r *uringReader) drain() {
 			r.complete(id, nil) // end of file
 		default:
 			p.done += int(c.Res)
-			if p.done < len(p.buf) && !(p.direct && p.done%Align != 0) && p.done < len(p.req.Buf) {
+			if p.done < len(p.buf) && !(p.direct && p.done%Align != 0) && p.done < len(p.req.Buf) && !r.cancelled {
 				r.prep(id) // short read: read the rest
 				continue
 			}
@@ -283,10 +294,7 @@ func (r *uringReader) Reap(ctx context.Context, out []Completion, wait int) (int
 	}
 	want := min(wait, len(out))
 	if len(r.backlog) < want && r.inflight > 0 {
-		if err := ctx.Err(); err != nil {
-			return 0, context.Cause(ctx)
-		}
-		if err := r.wait(want); err != nil {
+		if err := r.wait(ctx, want); err != nil {
 			return 0, err
 		}
 	} else {
@@ -302,13 +310,20 @@ func (r *uringReader) Reap(ctx context.Context, out []Completion, wait int) (int
 	return n, nil
 }
 
+// Close cancels the reads in flight (IORING_OP_ASYNC_CANCEL), waits until
+// the kernel has finished with each, cancelled or not, then closes the ring.
+// Their buffers may be reused once Close returns. A read the kernel cannot
+// interrupt (storage that does not answer) keeps Close waiting for it.
 func (r *uringReader) Close() error {
 	if r.closed {
 		return nil
 	}
 	r.closed = true
+	if r.inflight > 0 && r.failed == nil {
+		r.cancelAll()
+	}
 	for r.inflight > 0 && r.failed == nil {
-		r.wait(r.inflight)
+		r.wait(context.Background(), r.inflight)
 		clear(r.backlog)
 		r.backlog = r.backlog[:0]
 	}
@@ -318,4 +333,30 @@ func (r *uringReader) Close() error {
 		return fmt.Errorf("source: closing io_uring reader: %w", err)
 	}
 	return nil
+}
+
+// cancelAll asks the kernel to cancel every read in flight; from then on no
+// read is resubmitted (a cancelled or short read completes as it stands).
+func (r *uringReader) cancelAll() {
+	r.cancelled = true
+	for id := range r.pending {
+		if !r.pending[id].used {
+			continue
+		}
+		e := r.ring.SQE()
+		if e == nil {
+			if _, err := r.ring.Submit(0); err != nil {
+				r.fail(err)
+				return
+			}
+			if e = r.ring.SQE(); e == nil {
+				return
+			}
+		}
+		e.PrepCancel(uint64(id))
+		e.UserData = cancelUserData
+	}
+	if _, err := r.ring.Submit(0); err != nil {
+		r.fail(err)
+	}
 }

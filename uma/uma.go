@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/internal/addrspace"
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 // Budget is a byte budget that byte leases count against: bytes are acquired
@@ -194,26 +195,9 @@ func validateStable(stable, pinned, limit int64, source string) error {
 	avail := limit - pinned
 	if stable > avail {
 		return fmt.Errorf("%w: stable bytes %d (%s) > memory limit %d (%s, from %s) - pinned pools %d (%s) = %d (%s)",
-			ErrDoesNotFit, stable, human(stable), limit, human(limit), source, pinned, human(pinned), avail, human(avail))
+			ErrDoesNotFit, stable, bytesize.Human(stable), limit, bytesize.Human(limit), source, pinned, bytesize.Human(pinned), avail, bytesize.Human(avail))
 	}
 	return nil
-}
-
-func human(n int64) string {
-	const (
-		kib = 1 << 10
-		mib = 1 << 20
-		gib = 1 << 30
-	)
-	switch {
-	case n >= gib || n <= -gib:
-		return fmt.Sprintf("%.2f GiB", float64(n)/gib)
-	case n >= mib || n <= -mib:
-		return fmt.Sprintf("%.2f MiB", float64(n)/mib)
-	case n >= kib || n <= -kib:
-		return fmt.Sprintf("%.2f KiB", float64(n)/kib)
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // ChunkSize is the default chunk size of this UMA's arenas.

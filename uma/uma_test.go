@@ -39,7 +39,7 @@ func TestStartupValidation(t *testing.T) {
 		{"fits", 10 * gib, 2 * gib, 16 * gib, nil},
 		{"exactly fits", 14 * gib, 2 * gib, 16 * gib, nil},
 		{"pinned pools push it over", 15 * gib, 2 * gib, 16 * gib,
-			[]string{"stable bytes 16106127360 (15.00 GiB)", "memory limit 17179869184 (16.00 GiB, from memory.max)", "pinned pools 2147483648 (2.00 GiB)", "= 15032385536 (14.00 GiB)"}},
+			[]string{"stable bytes 16106127360 (15 GiB)", "memory limit 17179869184 (16 GiB, from memory.max)", "pinned pools 2147483648 (2 GiB)", "= 15032385536 (14 GiB)"}},
 		{"negative", -1, 0, 16 * gib, []string{"must not be negative"}},
 	}
 	for _, tt := range tests {

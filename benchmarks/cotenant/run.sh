@@ -34,16 +34,7 @@ done
 go build -o bin/psiflow ./cmd/psiflow
 go build -o bin/psiflow-imagefolder ./cmd/psiflow-imagefolder
 
-# Mixed sizes (gen makes one size per call): landscape, large, portrait, in class folders
-# as ImageFolder wants them.
-if [ ! -f "$data/.complete" ] || [ "$(cat "$data/.complete")" != "$n" ]; then
-  rm -rf "$data"
-  third=$((n / 3))
-  bin/psiflow gen jpeg -out "$data/landscape" -n "$third" -width 500 -height 375
-  bin/psiflow gen jpeg -out "$data/large" -n "$third" -width 1024 -height 768
-  bin/psiflow gen jpeg -out "$data/portrait" -n $((n - 2 * third)) -width 375 -height 500
-  echo "$n" > "$data/.complete"
-fi
+benchmarks/mixed-jpeg.sh "$data" "$n"
 
 b_flags=() c_flags=()
 help=$(bin/psiflow-imagefolder -h 2>&1 || true)

@@ -6,8 +6,13 @@ ImageFolder + Resize(256) + CenterCrop(224) + PILToTensor, batched by a
 DataLoader with worker processes, and reports progress in the harness's
 JSON-lines protocol on standard output (package internal/harness/protocol):
 
-    {"event":"batch","n":64,"t":1.234}    after each batch reaches this loop
+    {"event":"start","files":2000,"epochs":1,"t":0.9}
+    {"event":"batch","n":64,"keys":["class0/img1.jpg",...],"t":1.234}    after each batch reaches this loop
+    {"event":"epoch","epoch":1,"t":9.7}
     {"event":"done","samples":2000,"t":9.8}
+
+(the keys, the samples' paths under --data, let the harness check that every sample
+arrives exactly once).
 
 t is seconds since this process started (before torch is imported).
 ImageFolder needs class subdirectories: DATA/<class>/<image>.jpg.
@@ -22,6 +27,7 @@ T0 = time.monotonic()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 
 
@@ -46,7 +52,7 @@ def main():
 
     try:
         import torch
-        from torch.utils.data import DataLoader
+        from torch.utils.data import DataLoader, Dataset
         from torchvision import datasets, transforms
     except ImportError as e:
         emit("done", error="import: %s (install python3-torch and python3-torchvision)" % e)
@@ -59,21 +65,35 @@ def main():
             transforms.PILToTensor(),
         ])
         ds = datasets.ImageFolder(a.data, transform=tf)
+        root = os.path.abspath(a.data)
+
+        class Keyed(Dataset):
+            """ImageFolder with each sample's index, for its key."""
+
+            def __len__(self):
+                return len(ds)
+
+            def __getitem__(self, i):
+                x, y = ds[i]
+                return x, y, i
+
         kw = {}
         if a.workers > 0:
             kw["prefetch_factor"] = a.prefetch
-        dl = DataLoader(ds, batch_size=a.batch, shuffle=a.shuffle, num_workers=a.workers, **kw)
-        emit("start", files=len(ds), workers=a.workers, prefetch=a.prefetch, batch=a.batch,
+        dl = DataLoader(Keyed(), batch_size=a.batch, shuffle=a.shuffle, num_workers=a.workers, **kw)
+        emit("start", files=len(ds), epochs=a.epochs, workers=a.workers, prefetch=a.prefetch, batch=a.batch,
              torch=torch.__version__)
         samples = 0
         for epoch in range(a.epochs):
             t0, before = time.monotonic(), samples
-            for x, y in dl:
+            for x, y, idx in dl:
                 n = int(y.shape[0])
                 samples += n
-                emit("batch", n=n)
+                emit("batch", n=n, keys=[os.path.relpath(ds.samples[int(i)][0], root) for i in idx])
                 if a.limit and samples >= a.limit:
                     break
+            if not (a.limit and samples >= a.limit):  # a cut epoch is not a whole one
+                emit("epoch", epoch=epoch + 1)
             # The same per-epoch line as psiflow-imagefolder's, on standard error.
             print("dataloader: epoch %d: %.0f samples/s" % (epoch + 1, (samples - before) / max(time.monotonic() - t0, 1e-9)),
                   file=sys.stderr, flush=True)

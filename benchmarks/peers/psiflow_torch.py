@@ -7,8 +7,13 @@ starts `psiflow serve -data DIR` (read → decode → Resize(256) → CenterCrop
 the harness's JSON-lines protocol on standard output (package
 internal/harness/protocol):
 
-    {"event":"batch","n":64,"t":1.234}    after each batch reaches this loop
+    {"event":"start","files":2000,"epochs":1,"t":0.2}
+    {"event":"batch","n":64,"keys":["class0/img1.jpg",...],"t":1.234}    after each batch reaches this loop
     {"event":"done","samples":2000,"t":9.8}
+
+(the keys, the samples' paths under --data, let the harness check that every sample
+arrives exactly once: `psiflow serve` runs every epoch, and the harness assigns the
+samples to epochs by position from the start event's files).
 
 t is seconds since this process started (before numpy is imported). The Go
 process is this one's child, so a harness cgroup measures both together.
@@ -52,17 +57,25 @@ def main():
         emit("done", error="import: %s (install python3-numpy)" % e)
         return 1
     try:
-        args = ["-epochs", str(a.epochs)] + a.serve_arg
+        args = ["-epochs", str(a.epochs), "-keys"] + a.serve_arg
+        root = os.path.abspath(a.data)
+        files = 0
+        for _dir, _subdirs, names in os.walk(a.data, followlinks=True):
+            files += sum(1 for f in names if f.lower().endswith((".jpg", ".jpeg", ".png")))
         if a.limit:
             args += ["-limit", str(a.limit)]
         with psiflow.Loader(data=a.data, psiflow_bin=a.psiflow, batch_size=a.batch, slots=a.slots,
                             torch=a.torch, args=args) as dl:
-            emit("start", slots=a.slots, batch=a.batch, torch=a.torch)
+            # With --limit an epoch may be cut short: no files, so nothing counts as missing.
+            emit("start", files=0 if a.limit else files, epochs=a.epochs, slots=a.slots, batch=a.batch, torch=a.torch)
             samples = 0
-            for x, y in dl:
-                n = int(y.shape[0])
+            for b in dl:
+                n = len(b)
                 samples += n
-                emit("batch", n=n)
+                if b.keys:
+                    emit("batch", n=n, keys=[os.path.relpath(os.path.abspath(k), root) for k in b.keys])
+                else:
+                    emit("batch", n=n)
         if dl.returncode != 0:
             raise psiflow.PsiflowError("psiflow serve exited with %d: %s" % (dl.returncode, dl.stderr()))
         emit("done", samples=samples)

@@ -14,27 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/internal/harness"
 )
-
-// parseSize reads "0", "256M", "128MiB", "1G" or a byte count.
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "iB"), "B")
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(s, "K"):
-		mult, s = 1<<10, strings.TrimSuffix(s, "K")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, strings.TrimSuffix(s, "M")
-	case strings.HasSuffix(s, "G"):
-		mult, s = 1<<30, strings.TrimSuffix(s, "G")
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return n * mult, nil
-}
 
 func runCompare(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
@@ -69,7 +51,7 @@ func runCompare(ctx context.Context, args []string) error {
 	}
 	var ls []int64
 	for _, f := range strings.Split(*limits, ",") {
-		n, err := parseSize(f)
+		n, err := bytesize.Parse(f)
 		if err != nil {
 			return err
 		}

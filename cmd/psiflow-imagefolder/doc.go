@@ -6,7 +6,7 @@
 //
 // The graph: a file source (package source's io_uring reader or pread fallback,
 // admitted by the graph's byte budget), the decode stage (TurboJPEG when available) with
-// -workers goroutines, stage.Batch and decode.Collate into one contiguous tensor per
+// -workers goroutines, stage.Batch and tensor.Collate into one contiguous tensor per
 // batch, and a sink that counts batches. With -drop-cache (the default) the reader
 // drops each file's page cache once read, so a cgroup running it is not charged for a
 // growing page cache.

@@ -22,6 +22,7 @@ import (
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func main() {
@@ -149,6 +150,7 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	if sh.FromEnv { // stdout carries the protocol: say it on stderr, first
 		fmt.Fprintln(os.Stderr, "psiflow-imagefolder: sharding:", sh)
 	}
+	c.Rank, c.WorldSize = sh.Rank, sh.WorldSize
 	return c, *addr, c.Validate()
 }
 
@@ -160,8 +162,10 @@ func run(ctx context.Context, c imagefolder.Config, em *protocol.Emitter) error 
 func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, set *metrics.Set) error {
 	var rt *elastic.Runtime
 	hooks := imagefolder.Hooks{
-		Consume: func(_ context.Context, b *decode.Batch) error { return em.Batch(len(b.Keys)) },
+		// Keys and epoch ends let the harness check that every sample arrives once.
+		Consume: func(_ context.Context, b *tensor.Batch) error { return em.BatchKeys(b.Keys) },
 		OnEpoch: func(n int, e progress.Epoch) {
+			_ = em.EndEpoch(n + 1)
 			fmt.Fprintf(os.Stderr, "psiflow-imagefolder: epoch %d: %.0f samples/s, cache hits %.0f%%\n", n+1, e.Rate(), e.HitRate())
 		},
 		Info: func(s string) {

@@ -72,16 +72,35 @@ func TestRunReportsBatches(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []int
+			keys := map[string]bool{}
+			epochs := 0
 			sc := bufio.NewScanner(&out)
 			for sc.Scan() {
 				ev, ok, err := protocol.Parse(sc.Bytes())
 				if !ok || err != nil {
 					t.Fatalf("line %q: %v", sc.Text(), err)
 				}
-				got = append(got, ev.N)
+				switch ev.Event {
+				case protocol.Batch:
+					got = append(got, ev.N)
+					for _, k := range ev.Keys {
+						if keys[k] {
+							t.Errorf("key %s delivered twice", k)
+						}
+						keys[k] = true
+					}
+					if len(ev.Keys) != ev.N {
+						t.Errorf("batch of %d with %d keys", ev.N, len(ev.Keys))
+					}
+				case protocol.Epoch:
+					epochs++
+				}
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("batch sizes %v, want %v", got, tt.want)
+			}
+			if epochs != 1 {
+				t.Errorf("%d epoch events, want 1", epochs)
 			}
 		})
 	}

@@ -131,11 +131,11 @@ func TestVirtualMemoryLimitSizesBudgetAndArenas(t *testing.T) {
 		want []string
 	}{
 		{"run imagefolder", []string{"run", "-every", "0", "-set", "source.dir=" + data, "imagefolder"}, 0,
-			[]string{"a quarter of the memory limit (RLIMIT_AS (ulimit -v) 2.0 GiB less ", "40 samples in"}},
+			[]string{"a quarter of the memory limit (RLIMIT_AS (ulimit -v) 2 GiB less ", "40 samples in"}},
 		{"demo -data", []string{"demo", "-data", data}, 0,
-			[]string{"a quarter of the memory limit (RLIMIT_AS (ulimit -v) 2.0 GiB less ", "40 samples in"}},
+			[]string{"a quarter of the memory limit (RLIMIT_AS (ulimit -v) 2 GiB less ", "40 samples in"}},
 		{"a read pool too large", []string{"run", "-every", "0", big}, 1,
-			[]string{`uma: arena "files-buffers": 1.0 GiB of address space does not fit under the virtual-memory limit (RLIMIT_AS, ulimit -v) of 2.0 GiB`}},
+			[]string{`uma: arena "files-buffers": 1 GiB of address space does not fit under the virtual-memory limit (RLIMIT_AS, ulimit -v) of 2 GiB`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -65,6 +65,15 @@ Example (a co-tenant at 0, 50, 70 and 85% of 256 MiB):
   psiflow bench -data /tmp/imgs -limit 256M -cotenant 0,0.5,0.7,0.85 -cotenant-ramp 5s \
     -rounds 5 -timeout 2m -- psiflow=bin/psiflow-imagefolder -data {data}
 
+Example (spikes to 90% for 5 and 10 s, then back to 40%, at 1 GiB):
+  psiflow bench -data /tmp/imgs -limit 1G -cotenant-ramp 2s -rounds 3 \
+    -cotenant-shape alone,spike:0.9/5s/0.4,spike:0.9/10s/0.4 -- psiflow=bin/psiflow-imagefolder -data {data}
+
+Example (a PyTorch trainer holding 50/70/85% of 2 GiB, fed by psiflow and by the DataLoader):
+  psiflow bench -data /tmp/imgs -limit 2G -cotenant-shape alone,trainer:0.5,trainer:0.7,trainer:0.85 -- \
+    psiflow=/usr/bin/python3 benchmarks/peers/trainer.py --loader psiflow --data {data} --ballast {ballast} -- \
+    dataloader=/usr/bin/python3 benchmarks/peers/trainer.py --loader dataloader --data {data} --ballast {ballast}
+
 Example (the DataLoader against psiflow, unconstrained and at 256 MiB, cold):
   go build -o bin/psiflow-imagefolder ./cmd/psiflow-imagefolder
   psiflow bench -data /tmp/imgs -limit none,256M -rounds 3 -cold -timeout 5m -- \
@@ -101,7 +110,8 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	saved := fs.String("report", "", "instead of running, print the table (and -md, -svg, -json) of a report saved with -json; several, comma-separated, are merged (same loaders; rounds follow each other)")
 	timeline := fs.Bool("timeline", false, "keep each run's memory.current samples (20 Hz) in the JSON report")
 	cotenant := fs.String("cotenant", "", "comma-separated co-tenant memory shares of the limit, each in [0, 1), 0 = the loader alone (e.g. 0,0.5,0.7,0.85); needs -limit without none")
-	cotenantRamp := fs.Duration("cotenant-ramp", 5*time.Second, "time over which the co-tenant touches its memory, evenly")
+	cotenantRamp := fs.Duration("cotenant-ramp", 5*time.Second, "time over which the co-tenant touches its memory (its peak, for a spike), evenly")
+	cotenantShape := fs.String("cotenant-shape", "", "comma-separated co-tenant cells besides -cotenant's: "+harness.ShapeSyntax)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -140,11 +150,15 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
+	shapes, err := harness.ParseShapes(*cotenantShape)
+	if err != nil {
+		return fmt.Errorf("%w: -cotenant-shape: %v", errUsage, err)
+	}
 	var co harness.CoTenant
-	if len(shares) > 0 {
+	if len(shares) > 0 || len(shapes) > 0 {
 		for _, l := range lims {
 			if l <= 0 {
-				return fmt.Errorf("%w: -cotenant needs a memory limit: drop none from -limit", errUsage)
+				return fmt.Errorf("%w: -cotenant and -cotenant-shape need a memory limit: drop none from -limit", errUsage)
 			}
 		}
 		if *cotenantRamp < 0 {
@@ -191,14 +205,34 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		if c := r.CoTenant; c != nil {
 			coText = fmt.Sprintf("  co-tenant %g%%: %s (%d MiB touched)", math.Round(1000*c.Share)/10, c.Fate, c.Touched>>20)
 		}
+		if r.Ballast > 0 {
+			coText += fmt.Sprintf("  ballast %d MiB", r.Ballast>>20)
+			if r.TrainerOOMKilled {
+				coText += " (trainer OOM-killed)"
+			}
+		}
+		if r.Pauses > 0 {
+			coText += fmt.Sprintf("  paused %d× %v", r.Pauses, r.Paused.Round(100*time.Millisecond))
+		}
+		if ok, known := r.Keys.ExactlyOnce(); known {
+			if ok {
+				coText += "  keys: exactly once"
+			} else {
+				coText += fmt.Sprintf("  keys: %d duplicates, %d missing", r.Keys.Duplicates, r.Keys.Missing)
+			}
+		}
 		if r.PSI != nil {
 			coText += fmt.Sprintf("  PSI some %.1f%% full %.1f%%", r.PSI.SomePct, r.PSI.FullPct)
 		}
-		fmt.Fprintf(os.Stderr, "bench: %-12s limit %-8s round %d: %-10s %s  p99 %-8v peak %4d MiB  OOM kills %d  wall %v%s%s\n",
-			r.Loader, harness.FormatBytes(r.Limit), r.Round, r.Outcome, rate, r.P99.Round(time.Millisecond),
+		cell := ""
+		if r.Shape != "" && r.Shape != "alone" {
+			cell = " " + r.Shape
+		}
+		fmt.Fprintf(os.Stderr, "bench: %-12s limit %-8s%s round %d: %-10s %s  p99 %-8v peak %4d MiB  OOM kills %d  wall %v%s%s\n",
+			r.Loader, harness.FormatBytes(r.Limit), cell, r.Round, r.Outcome, rate, r.P99.Round(time.Millisecond),
 			r.PeakBytes>>20, r.OOMKills, r.Wall.Round(100*time.Millisecond), coText, detailSuffix(r.Detail))
 	}
-	rep, runErr := harness.Compare(ctx, harness.Plan{Loaders: loaders, Limits: lims, Rounds: *rounds, Baseline: *baseline, Options: opts, Shares: shares, CoTenant: co}, progress)
+	rep, runErr := harness.Compare(ctx, harness.Plan{Loaders: loaders, Limits: lims, Rounds: *rounds, Baseline: *baseline, Options: opts, Shares: shares, Shapes: shapes, CoTenant: co}, progress)
 	if rep == nil {
 		return runErr
 	}
@@ -350,7 +384,7 @@ func parseLimits(s string) ([]int64, error) {
 		case "":
 			return nil, fmt.Errorf("%w: -limit %q: empty item", errUsage, s)
 		}
-		v, err := parseByteSize(f)
+		v, err := flagval.ParseSize(f)
 		if err != nil || v <= 0 || v > maxMemory {
 			return nil, fmt.Errorf("%w: -limit %q: item %s: want none or a size like 256M", errUsage, s, strconv.Quote(f))
 		}

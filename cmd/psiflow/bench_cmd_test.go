@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/psiflow/psiflow/internal/harness"
 	"github.com/psiflow/psiflow/internal/kerneltest"
@@ -207,6 +208,39 @@ echo '{"event":"done","samples":150,"t":16}'
 	c := rep.Runs[1].CoTenant
 	if want := int64(rep.Runs[1].Share * float64(128<<20)); c.Fate != harness.CoSurvived || c.Bytes != want || c.Touched < want || c.Held == 0 {
 		t.Errorf("co-tenant %+v, want it to survive holding %d bytes", c, want)
+	}
+
+	// A spike: the co-tenant rises, holds 300 ms, falls, and the run says so.
+	out.Reset()
+	code = dispatch(context.Background(), &out, &out, []string{"bench", "-rounds", "1", "-warmup", "1", "-limit", "128M",
+		"-cotenant-shape", "alone,spike:0.3/300ms/0.1", "-cotenant-ramp", "200ms", "-timeout", "30s", "-json", jsonPath, "--", "one=" + script})
+	if code != 0 {
+		t.Fatalf("spike: exit %d: %s", code, out.String())
+	}
+	if want := "| 128 MiB | spike 30% 300ms → 10% | one | 1/1 | 0/1 | 0 |"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+	if b, err = os.ReadFile(jsonPath); err != nil {
+		t.Fatal(err)
+	}
+	rep = harness.Report{}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 2 || rep.Runs[1].CoTenant == nil || rep.Runs[1].Shape != "spike:0.3/300ms/0.1" {
+		t.Fatalf("spike runs %+v, want an alone run and a spike", rep.Runs)
+	}
+	if c := rep.Runs[1].CoTenant; c.Fate != harness.CoSurvived || c.Held == 0 || c.Fell < c.Held+300*time.Millisecond || (c.After>>20) != 12 /* 10% of 128 MiB */ {
+		t.Errorf("spike co-tenant %+v, want it to survive, hold, then fall to 10%%", c)
+	}
+}
+
+func TestBenchBadShape(t *testing.T) {
+	for _, shape := range []string{"spike:0.9/5s", "wave:0.5", "spike:0.9/5s/0.95", "0.5,ramp:0.5"} {
+		err := runBench(context.Background(), io.Discard, []string{"-cotenant-shape", shape, "-limit", "256M", "--", "a=/bin/true"})
+		if err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "-cotenant-shape") {
+			t.Errorf("-cotenant-shape %s: error %v, want a usage error naming the flag", shape, err)
+		}
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/gpu/nvml"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/internal/flagval"
 )
 
@@ -28,9 +30,6 @@ func init() {
 	})
 }
 
-// parseByteSize parses a size flag value: see [flagval.ParseSize].
-func parseByteSize(s string) (int64, error) { return flagval.ParseSize(s) }
-
 // Ranges of the cgroup run flags: beyond them the kernel would refuse the value or it
 // would mean nothing (a quota of more CPUs than any machine has).
 const (
@@ -46,6 +45,7 @@ func runCgroupRun(ctx context.Context, stdout io.Writer, args []string) error {
 	memHigh := flagval.Size(fs, "memory-high", flagval.None, flagval.None, maxMemory, "memory throttling limit (v2 memory.high; v1 soft limit; max for none)")
 	cpus := flagval.Float(fs, "cpus", 0, 0, maxCPUs, "cpu quota in CPUs (e.g. 1.5), at most 4096; 0 for none")
 	adaptive := fs.String("adaptive-cpus", "", "adapt the cpu quota between MIN:MAX CPUs (raise 10% when throttled >500ms/s, lower when idle)")
+	followGPU := fs.Bool("follow-gpu", false, "with -adaptive-cpus MIN:MAX: the cpu quota follows GPU utilisation (NVML, all devices' mean) instead of throttling")
 	weight := flagval.Int64(fs, "cpu-weight", 0, 0, 10000, "cpu weight 1-10000 (v1: converted to shares); 0 to leave")
 	pidsMax := flagval.Int64(fs, "pids-max", -1, -1, maxPids, "task limit; -1 for none")
 	grace := flagval.Duration(fs, "grace", defaultGrace, 0, 24*time.Hour, "after forwarding SIGTERM or SIGINT to the command, how long to wait before killing every process in the group")
@@ -63,6 +63,18 @@ func runCgroupRun(ctx context.Context, stdout io.Writer, args []string) error {
 			return fmt.Errorf("%w: -adaptive-cpus: %v (want MIN:MAX CPUs, 0.01 to 4096)", errUsage, err)
 		}
 	}
+	if *followGPU && *adaptive == "" {
+		return fmt.Errorf("%w: -follow-gpu needs -adaptive-cpus MIN:MAX, the bounds the quota follows the GPU between", errUsage)
+	}
+	var gpuMon *nvml.Monitor
+	if *followGPU {
+		m, err := nvml.Open()
+		if err != nil {
+			return fmt.Errorf("-follow-gpu: %w", err)
+		}
+		defer m.Close()
+		gpuMon = m
+	}
 	if *name == "" {
 		*name = "run-" + strconv.Itoa(os.Getpid())
 	}
@@ -74,10 +86,12 @@ func runCgroupRun(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := applyLimits(g, *memMax, *memHigh, *cpus, uint64(*weight), *pidsMax); err != nil {
 		return err
 	}
-	var ctl *cgroup.QuotaController
-	if *adaptive != "" {
+	var ctl quotaRunner
+	if gpuMon != nil {
+		ctl = gpuFollower(g, gpuMon, minC, maxC)
+	} else if *adaptive != "" {
 		p := cgroup.DefaultCPUPeriod
-		ctl, err = cgroup.NewQuotaController(g, cgroup.QuotaConfig{
+		qc, err := cgroup.NewQuotaController(g, cgroup.QuotaConfig{
 			Min: time.Duration(minC * float64(p)), Max: time.Duration(maxC * float64(p)),
 			OnChange: func(d cgroup.QuotaDecision) {
 				fmt.Fprintf(os.Stderr, "psiflow cgroup run: cpu quota %.2f -> %.2f CPUs (%s)\n", float64(d.Old)/float64(p), float64(d.New)/float64(p), d.Reason)
@@ -86,9 +100,34 @@ func runCgroupRun(ctx context.Context, stdout io.Writer, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
+		ctl = qc
 	}
 	return runInGroup(ctx, stdout, g, argv, ctl, *grace)
 }
+
+// quotaRunner adjusts a group's CPU quota until its context ends: the throttling
+// controller of -adaptive-cpus, or the GPU follower of -follow-gpu.
+type quotaRunner interface {
+	Run(ctx context.Context) error
+}
+
+// gpuFollower makes g's cpu quota follow the mean GPU utilisation between minC and
+// maxC CPUs (gpu/nvml.Follow), saying every change on standard error.
+func gpuFollower(g *cgroup.Group, m *nvml.Monitor, minC, maxC float64) quotaRunner {
+	p := cgroup.DefaultCPUPeriod
+	return runFunc(func(ctx context.Context) error {
+		return nvml.Follow(ctx, g, m, nvml.FollowConfig{
+			Min: time.Duration(minC * float64(p)), Max: time.Duration(maxC * float64(p)), Period: p,
+			OnChange: func(d nvml.FollowDecision) {
+				fmt.Fprintf(os.Stderr, "psiflow cgroup run: cpu quota %.2f -> %.2f CPUs (GPU %.0f%% busy)\n", float64(d.Old)/float64(p), float64(d.New)/float64(p), 100*d.Utilization)
+			},
+		})
+	})
+}
+
+type runFunc func(ctx context.Context) error
+
+func (f runFunc) Run(ctx context.Context) error { return f(ctx) }
 
 func applyLimits(g *cgroup.Group, memMax, memHigh int64, cpus float64, weight uint64, pidsMax int64) error {
 	if memMax >= 0 {
@@ -123,7 +162,7 @@ func applyLimits(g *cgroup.Group, memMax, memHigh int64, cpus float64, weight ui
 // reports forks refused by pids.max, forwards SIGTERM, SIGINT and SIGHUP to it (a
 // cancelled ctx counts as SIGTERM) and kills the group when the command has not exited
 // grace after the first, and prints a summary of the group's usage and events.
-func runInGroup(ctx context.Context, stdout io.Writer, g *cgroup.Group, argv []string, ctl *cgroup.QuotaController, grace time.Duration) error {
+func runInGroup(ctx context.Context, stdout io.Writer, g *cgroup.Group, argv []string, ctl quotaRunner, grace time.Duration) error {
 	subreaper := cgroup.SetChildSubreaper(true) == nil
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
@@ -234,16 +273,16 @@ func runCgroupShow(ctx context.Context, stdout io.Writer, args []string) error {
 		if !limited {
 			return "none", err
 		}
-		return gib(b), err
+		return bytesize.Human(b), err
 	})
 	show("effective memory limit", func() (string, error) {
 		if *pid > 0 {
 			return "", errors.New("only for psiflow itself")
 		}
 		b, src, err := tree.SelfMemoryLimit()
-		return gib(b) + " from " + src, err
+		return bytesize.Human(b) + " from " + src, err
 	})
-	show("memory current", func() (string, error) { b, err := g.MemoryCurrent(); return gib(b), err })
+	show("memory current", func() (string, error) { b, err := g.MemoryCurrent(); return bytesize.Human(b), err })
 	show("memory events", func() (string, error) { ev, err := g.MemoryEvents(); return fmt.Sprintf("%+v", ev), err })
 	show("cpu max", func() (string, error) {
 		q, p, limited, err := g.CPUMax()

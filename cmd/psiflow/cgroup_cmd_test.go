@@ -13,23 +13,6 @@ import (
 	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
-func TestParseByteSize(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		err  bool
-	}{
-		{"123", 123, false}, {"64KiB", 64 << 10, false}, {"512MiB", 512 << 20, false}, {"2GiB", 2 << 30, false},
-		{"1.5G", 3 << 29, false}, {"max", -1, false}, {"-1", -1, false}, {"x", 0, true}, {"-5", 0, true}, {"MiB", 0, true},
-	}
-	for _, tc := range tests {
-		got, err := parseByteSize(tc.in)
-		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
-			t.Errorf("parseByteSize(%q) = %d, %v; want %d, err %v", tc.in, got, err, tc.want, tc.err)
-		}
-	}
-}
-
 func needCgroups(t *testing.T) {
 	t.Helper()
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/internal/demo"
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/metrics"
@@ -89,9 +89,10 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := cfg.Validate(); err != nil && cfg.Budget != 0 {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	var sh source.Sharding // RANK and WORLD_SIZE: read here, by the front-end, not by the library
 	if *data != "" {
-		sh, err := source.EnvSharding()
-		if err != nil {
+		var err error
+		if sh, err = source.EnvSharding(); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 		fmt.Fprintf(stdout, "psiflow demo: %s → read → decode → Resize(256) → CenterCrop(224) → batch %d, %d decode workers\n", *data, cfg.BatchSize, cfg.Workers)
@@ -100,7 +101,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	} else {
 		fmt.Fprintf(stdout, "psiflow demo: %d generated samples of %s → decode → batch %d → consume, %d decode workers\n",
-			cfg.Items, human(float64(cfg.ItemBytes)), cfg.BatchSize, cfg.Workers)
+			cfg.Items, bytesize.Human(int64(cfg.ItemBytes)), cfg.BatchSize, cfg.Workers)
 	}
 	if cfg.Budget == 0 {
 		_, bytes, source, err := throttle.DefaultBudget()
@@ -108,12 +109,12 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 			return err
 		}
 		cfg.Budget = bytes
-		fmt.Fprintf(stdout, "  budget: %s in flight, a quarter of the memory limit (%s)\n", human(float64(bytes)), source)
+		fmt.Fprintf(stdout, "  budget: %s in flight, a quarter of the memory limit (%s)\n", bytesize.Human(bytes), source)
 		if err := cfg.Validate(); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 	} else {
-		fmt.Fprintf(stdout, "  budget: %s in flight\n", human(float64(cfg.Budget)))
+		fmt.Fprintf(stdout, "  budget: %s in flight\n", bytesize.Human(cfg.Budget))
 	}
 	reg := prometheus.NewRegistry()
 	var set *metrics.Set
@@ -152,7 +153,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		show = func(s demo.Snapshot) {
 			sec := s.Elapsed.Seconds()
 			fmt.Fprintf(stdout, "\r%8d samples  %9.0f samples/s  %9s/s  budget %9s / %-9s  bottleneck %s (%.0f%% busy)\x1b[K",
-				s.Items, float64(s.Items)/sec, human(float64(s.Bytes)/sec), human(float64(s.BudgetInUse)), human(float64(s.BudgetLimit)),
+				s.Items, float64(s.Items)/sec, bytesize.Human(int64(float64(s.Bytes)/sec)), bytesize.Human(s.BudgetInUse), bytesize.Human(s.BudgetLimit),
 				s.Bottleneck, s.BottleneckBusyPct)
 		}
 	}
@@ -164,6 +165,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		fc.Cache, fc.CacheMax = cache, *cacheMax
 		fc.Memory, fc.Pressure = mode, *gated
 		fc.OnError, fc.MaxSkips, fc.MaxPixels = policy, *maxSkips, *maxPixels
+		fc.Rank, fc.WorldSize = sh.Rank, sh.WorldSize
 		var rt *elastic.Runtime
 		hooks := imagefolder.Hooks{
 			Options: cfg.Graph.Options, Registerer: reg,
@@ -214,7 +216,7 @@ func printRuntimeReport(w io.Writer, rt *elastic.Runtime) {
 		_ = th.Recorder().Snapshot(time.Now()).WriteReport(w)
 	}
 	runs := rt.ShedRuns()
-	fmt.Fprintf(w, "\nMemory %s: budget %s at the end; shed actions run:", rt.Mode(), human(float64(rt.Budget().Limit())))
+	fmt.Fprintf(w, "\nMemory %s: budget %s at the end; shed actions run:", rt.Mode(), bytesize.Human(rt.Budget().Limit()))
 	for _, a := range elastic.Actions {
 		fmt.Fprintf(w, " %s %.0f", a, runs[a])
 	}
@@ -239,7 +241,7 @@ func printEpochs(w io.Writer, epochs []progress.Epoch, cached bool) {
 func printDemoSummary(w io.Writer, s demo.Summary) {
 	sec := s.Elapsed.Seconds()
 	fmt.Fprintf(w, "\n%d samples in %d batches in %.2fs: %.0f samples/s, %s/s; peak budget in use %s\n\n",
-		s.Items, s.Batches, sec, float64(s.Items)/sec, human(float64(s.Bytes)/sec), human(float64(s.Peak)))
+		s.Items, s.Batches, sec, float64(s.Items)/sec, bytesize.Human(int64(float64(s.Bytes)/sec)), bytesize.Human(s.Peak))
 	if s.Skipped > 0 {
 		fmt.Fprintf(w, "%d bad samples skipped (each named on standard error)\n\n", s.Skipped)
 	}
@@ -247,23 +249,9 @@ func printDemoSummary(w io.Writer, s demo.Summary) {
 	fmt.Fprintln(tw, "STAGE\tKIND\tWORKERS\tIN\tOUT\tBYTES OUT\tBUSY s\tWAIT IN s\tWAIT OUT s\t")
 	for _, st := range s.Stages {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%.2f\t%.2f\t%.2f\t\n",
-			st.Name, st.Kind, st.Workers, st.ItemsIn, st.ItemsOut, human(float64(st.BytesOut)), st.Busy, st.WaitIn, st.WaitOut)
+			st.Name, st.Kind, st.Workers, st.ItemsIn, st.ItemsOut, bytesize.Human(st.BytesOut), st.Busy, st.WaitIn, st.WaitOut)
 	}
 	tw.Flush()
-}
-
-// human formats a byte count with a binary unit.
-func human(b float64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for b >= 1024 && i < len(units)-1 {
-		b /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%.0f B", b)
-	}
-	return strings.TrimSuffix(fmt.Sprintf("%.1f", b), ".0") + " " + units[i]
 }
 
 // isTerminal reports whether w is a character device (a terminal).

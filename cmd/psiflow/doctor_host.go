@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pressure"
 )
 
@@ -102,14 +103,7 @@ func probeMemoryLimit(ctx context.Context) (bool, string) {
 	}
 	b, err := pressure.ByteBudget(limit, 0)
 	if err != nil {
-		return false, fmt.Sprintf("%s from %s: %v", gib(limit), src, err)
+		return false, fmt.Sprintf("%s from %s: %v", bytesize.Human(limit), src, err)
 	}
-	return true, fmt.Sprintf("%s from %s; default byte budget %s (a quarter)", gib(limit), src, gib(b))
-}
-
-func gib(b int64) string {
-	if b >= 1<<30 {
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	}
-	return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+	return true, fmt.Sprintf("%s from %s; default byte budget %s (a quarter)", bytesize.Human(limit), src, bytesize.Human(b))
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 // Capability bits (linux/capability.h).
@@ -130,7 +131,7 @@ func probeMemlock(ctx context.Context) (bool, string) {
 		if v == unix.RLIM_INFINITY {
 			return "unlimited"
 		}
-		return gib(int64(v))
+		return bytesize.Human(int64(v))
 	}
 	capLock, err := hasCap(capIPCLock)
 	if err != nil {

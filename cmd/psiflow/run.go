@@ -16,6 +16,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/progress"
@@ -65,7 +66,7 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
 	}
 	if p.Resource.Budget > 0 {
-		fmt.Fprintf(stdout, "  budget: %s in flight\n", human(float64(p.Resource.Budget)))
+		fmt.Fprintf(stdout, "  budget: %s in flight\n", bytesize.Human(p.Resource.Budget))
 	}
 	if *metricsAddr != "" {
 		ms, err := serveMetrics(*metricsAddr, reg)
@@ -91,7 +92,7 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 				return err
 			}
 			budget = bytes
-			fmt.Fprintf(stdout, "  budget: at most %s in flight, a quarter of the memory limit (%s)\n", human(float64(bytes)), from)
+			fmt.Fprintf(stdout, "  budget: at most %s in flight, a quarter of the memory limit (%s)\n", bytesize.Human(bytes), from)
 		}
 		p.Resource.Budget = budget // said once, here
 		floor := min(budget, max(4<<20, min(budget/8, 64<<20)))
@@ -153,7 +154,7 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 func progressLine(s progress.Snapshot, level string) string {
 	sec := max(s.Elapsed.Seconds(), 1e-9)
 	return fmt.Sprintf("%8d samples  %9.0f samples/s  %9s/s  budget %9s / %-9s  bottleneck %s (%.0f%% busy)  pressure %s",
-		s.Items, float64(s.Items)/sec, human(float64(s.Bytes)/sec), human(float64(s.BudgetInUse)), human(float64(s.BudgetLimit)),
+		s.Items, float64(s.Items)/sec, bytesize.Human(int64(float64(s.Bytes)/sec)), bytesize.Human(s.BudgetInUse), bytesize.Human(s.BudgetLimit),
 		s.Bottleneck, s.BottleneckBusyPct, level)
 }
 
@@ -211,7 +212,7 @@ func limitString(v int64, bytes bool) string {
 	case v < 0:
 		return "none"
 	case bytes:
-		return human(float64(v))
+		return bytesize.Human(v)
 	}
 	return strconv.FormatInt(v, 10)
 }

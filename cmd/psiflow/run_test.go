@@ -174,7 +174,7 @@ resources: {memory: 256MiB, pids: 64, cpus: 1.5, budget: auto, pressure: off}
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"memory 256 MiB", "pids 64", "cpus 1.5", "budget: 64.0 MiB in flight, a quarter of the memory limit", "64 samples in", "ran "} {
+	for _, want := range []string{"memory 256 MiB", "pids 64", "cpus 1.5", "budget: 64 MiB in flight, a quarter of the memory limit", "64 samples in", "ran "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func init() {
@@ -78,13 +80,19 @@ func parseServe(args []string) (serveConfig, error) {
 		c.shape = append(c.shape, d)
 	}
 	var err error
-	if c.folder.Budget, err = parseByteSize(c.budget); err != nil || c.folder.Budget <= 0 {
+	if c.folder.Budget, err = flagval.ParseSize(c.budget); err != nil || c.folder.Budget <= 0 {
 		return c, fmt.Errorf("%w: -budget %q: want a positive size such as 32M", errUsage, c.budget)
 	}
 	if c.folder.Dir != "" {
 		if err := c.folder.Validate(); err != nil {
 			return c, fmt.Errorf("%w: %v", errUsage, err)
 		}
+		// RANK and WORLD_SIZE are read here, before anyone connects.
+		sh, err := source.EnvSharding()
+		if err != nil {
+			return c, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		c.folder.Rank, c.folder.WorldSize = sh.Rank, sh.WorldSize
 	}
 	return c, nil
 }
@@ -149,7 +157,7 @@ func serveSynthetic(ctx context.Context, c serveConfig, t *sink.Torch) error {
 		if c.failAfter > 0 && k == c.failAfter {
 			return fmt.Errorf("synthetic failure after %d batches (-fail-after)", k)
 		}
-		b := &decode.Batch{Tensor: decode.Tensor{DType: decode.Uint8, Shape: c.shape, U8: make([]byte, n*per)}}
+		b := &tensor.Batch{Tensor: tensor.Tensor{DType: tensor.Uint8, Shape: c.shape, U8: make([]byte, n*per)}}
 		for i := range n {
 			idx := k*n + i
 			for j := range per {

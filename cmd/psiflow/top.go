@@ -14,6 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 func init() {
@@ -277,7 +279,7 @@ func (v view) write(w io.Writer, url string) {
 		parts = append(parts, fmt.Sprintf("%.0f samples/s", v.samplesPerSec))
 	}
 	if v.haveRead {
-		parts = append(parts, fmt.Sprintf("read %s/s", human(v.readBps)))
+		parts = append(parts, fmt.Sprintf("read %s/s", bytesize.Human(int64(v.readBps))))
 	}
 	if v.bottleneck != "" {
 		parts = append(parts, "bottleneck "+v.bottleneck)
@@ -290,7 +292,7 @@ func (v view) write(w io.Writer, url string) {
 		if v.budgetLimit > 0 {
 			pct = 100 * v.budgetUse / v.budgetLimit
 		}
-		fmt.Fprintf(w, "budget   %s / %s (%.0f%%)\n", human(v.budgetUse), human(v.budgetLimit), pct)
+		fmt.Fprintf(w, "budget   %s / %s (%.0f%%)\n", bytesize.Human(int64(v.budgetUse)), bytesize.Human(int64(v.budgetLimit)), pct)
 	}
 	if v.haveLevel {
 		l := "?"
@@ -300,13 +302,13 @@ func (v view) write(w io.Writer, url string) {
 		fmt.Fprintf(w, "pressure %s  permits %.0f/%.0f in use, %.0f waiting\n", l, v.permitsUsed, v.permits, v.waiting)
 	}
 	if v.haveMem {
-		fmt.Fprintf(w, "memory   %s", human(v.memCur))
+		fmt.Fprintf(w, "memory   %s", bytesize.Human(int64(v.memCur)))
 		if v.haveLimit {
-			fmt.Fprintf(w, " of %s (%.0f%%)", human(v.memLimit), 100*v.memCur/v.memLimit)
+			fmt.Fprintf(w, " of %s (%.0f%%)", bytesize.Human(int64(v.memLimit)), 100*v.memCur/v.memLimit)
 		}
 		for _, t := range []string{"anon", "file"} {
 			if x, ok := v.memTypes[t]; ok {
-				fmt.Fprintf(w, "  %s %s", t, human(x))
+				fmt.Fprintf(w, "  %s %s", t, bytesize.Human(int64(x)))
 			}
 		}
 		fmt.Fprintln(w)
@@ -332,7 +334,7 @@ func (v view) write(w io.Writer, url string) {
 		sort.Strings(keys)
 		fmt.Fprint(w, "uma     ")
 		for _, k := range keys {
-			fmt.Fprintf(w, " %s %s", k, human(v.uma[k]))
+			fmt.Fprintf(w, " %s %s", k, bytesize.Human(int64(v.uma[k])))
 		}
 		fmt.Fprintln(w)
 	}

@@ -13,7 +13,8 @@ import (
 
 	"github.com/psiflow/psiflow/gpu"
 	"github.com/psiflow/psiflow/gpu/cuda"
-	"github.com/psiflow/psiflow/gpu/internal/fakecuda"
+	"github.com/psiflow/psiflow/gpu/internal/devicetest"
+	"github.com/psiflow/psiflow/internal/fakecuda"
 	"github.com/psiflow/psiflow/uma"
 )
 
@@ -410,4 +411,22 @@ func TestTimingEvents(t *testing.T) {
 	if _, err := b.Elapsed(plain.(*cuda.Event)); err == nil {
 		t.Fatal("Elapsed against an event without timing succeeded")
 	}
+}
+
+// TestConformance runs the suite every gpu.Device passes against the fake driver.
+func TestConformance(t *testing.T) {
+	devicetest.Run(t, func(t *testing.T) (gpu.Device, int64) {
+		path := fakecuda.Build(t, fakecuda.Full)
+		f := fakecuda.Open(t, path)
+		f.TakeViolations()
+		d, err := cuda.Open(cuda.Config{Library: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = d.Close()
+			f.CheckNoViolations(t)
+		})
+		return d, 1 << 30
+	})
 }

@@ -39,7 +39,7 @@
 // # Loading
 //
 // [Config.Library] names the library (tests point it at the fake driver of
-// gpu/internal/fakecuda); empty means libcuda.so.1 through the dynamic
+// internal/fakecuda); empty means libcuda.so.1 through the dynamic
 // loader's path. [DefaultConfig] is the one place the binding reads the
 // environment: [EnvLibrary].
 //

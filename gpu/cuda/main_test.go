@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/psiflow/psiflow/gpu/internal/fakecuda"
+	"github.com/psiflow/psiflow/internal/fakecuda"
 	"go.uber.org/goleak"
 )
 

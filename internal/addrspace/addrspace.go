@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 // Unlimited is the limit reported when RLIMIT_AS is infinite (or the platform has
@@ -147,19 +149,12 @@ func parseVmSize(text, path string) (int64, error) {
 	return 0, fmt.Errorf("%s: no VmSize line", path)
 }
 
-// size formats bytes in binary units, for messages.
+// size formats bytes for messages ([bytesize.Human]).
 func size(b int64) string {
-	switch {
-	case b >= Unlimited:
+	if b >= Unlimited {
 		return "unlimited"
-	case b >= 1<<30:
-		return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + " GiB"
-	case b >= 1<<20:
-		return strconv.FormatFloat(float64(b)/(1<<20), 'f', 0, 64) + " MiB"
-	case b >= 1<<10:
-		return strconv.FormatFloat(float64(b)/(1<<10), 'f', 0, 64) + " KiB"
 	}
-	return strconv.FormatInt(b, 10) + " B"
+	return bytesize.Human(b)
 }
 
 // CapMemoryLimit caps a memory limit (a cgroup limit or MemTotal, named by source)

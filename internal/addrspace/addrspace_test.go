@@ -92,7 +92,7 @@ func TestCheckStart(t *testing.T) {
 	if err == nil || !errors.Is(err, ErrLimit) {
 		t.Fatalf("1.25 GiB + 800 MiB under 2 GiB: %v, want ErrLimit", err)
 	}
-	for _, want := range []string{"of 2.0 GiB is too small for psiflow run", "mapped 1.2 GiB before psiflow started", "run needs about 800 MiB more", "raise it to at least 2.2 GiB (ulimit -v 2359296)"} {
+	for _, want := range []string{"of 2 GiB is too small for psiflow run", "mapped 1.2 GiB before psiflow started", "run needs about 800 MiB more", "raise it to at least 2.2 GiB (ulimit -v 2359296)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q lacks %q", err, want)
 		}
@@ -113,7 +113,7 @@ func TestCapMemoryLimit(t *testing.T) {
 	}{
 		{"no limit", Status{Limit: Unlimited}, 24 * gib, 24 * gib, "MemTotal", false},
 		{"the cgroup limit is smaller", st2G, 256 * mib, 256 * mib, "MemTotal", false},
-		{"the address space is smaller", st2G, 24 * gib, 560 * mib, "RLIMIT_AS (ulimit -v) 2.0 GiB less 1.2 GiB mapped and 208 MiB kept for the Go runtime; 24.0 GiB from MemTotal", false},
+		{"the address space is smaller", st2G, 24 * gib, 560 * mib, "RLIMIT_AS (ulimit -v) 2 GiB less 1.2 GiB mapped and 208 MiB kept for the Go runtime; 24 GiB from MemTotal", false},
 		{"nothing left", Status{Limit: gib, Mapped: gib, ThreadStack: 8 * mib, Threads: 10}, 24 * gib, 0, "", true},
 	}
 	for _, tc := range tests {

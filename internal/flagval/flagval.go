@@ -8,84 +8,31 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 // None is the value a [Size] flag takes for "none", "max" or "-1" when its
 // range allows it (min < 0): no limit.
 const None int64 = -1
 
-// units are the size suffixes, binary multiples, matched without regard to case.
-var units = []struct {
-	suffix string
-	shift  uint
-}{
-	{"kib", 10}, {"mib", 20}, {"gib", 30}, {"tib", 40}, {"pib", 50}, {"eib", 60},
-	{"ki", 10}, {"mi", 20}, {"gi", 30}, {"ti", 40}, {"pi", 50}, {"ei", 60},
-	{"k", 10}, {"m", 20}, {"g", 30}, {"t", 40}, {"p", 50}, {"e", 60},
-	{"b", 0},
-}
-
-// ParseSize parses a byte count: a non-negative number (integer or decimal,
-// no exponent) with an optional binary unit (K, M, G, T, P, E, also spelled
-// KiB, MiB... , in any case; "B" for bytes): "4096", "64KiB", "1.5G",
-// "256m". "none", "max" and "-1" give [None]. The result must fit in an
-// int64: "9999999999G" is an error, not a wrapped-around number.
+// ParseSize parses a size flag's value: a size in the one grammar of
+// [bytesize.Parse] ("4096", "64KiB", "1.5G", "256m", "1PiB"), or "none",
+// "max" or "-1" for [None].
 func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	switch strings.ToLower(t) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "none", "max", "-1":
 		return None, nil
-	case "":
-		return 0, errors.New("empty size")
 	}
-	num, shift := t, uint(0)
-	lower := strings.ToLower(t)
-	for _, u := range units {
-		if strings.HasSuffix(lower, u.suffix) {
-			num, shift = t[:len(t)-len(u.suffix)], u.shift
-			break
-		}
-	}
-	num = strings.TrimSpace(num)
-	if num == "" || strings.ContainsAny(num, "eE+-_xXpP") || strings.Count(num, ".") > 1 {
-		return 0, fmt.Errorf("size %q: want a non-negative number with an optional unit (K, M, G, T; KiB, MiB, GiB, TiB)", s)
-	}
-	if !strings.Contains(num, ".") {
-		v, err := strconv.ParseUint(num, 10, 64)
-		if err != nil && !errors.Is(err, strconv.ErrRange) {
-			return 0, fmt.Errorf("size %q: want a non-negative number with an optional unit (K, M, G, T; KiB, MiB, GiB, TiB)", s)
-		}
-		if err != nil || v > math.MaxInt64>>shift {
-			return 0, fmt.Errorf("size %q: too large (the most is %d bytes, 8 EiB)", s, int64(math.MaxInt64))
-		}
-		return int64(v << shift), nil
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
-		return 0, fmt.Errorf("size %q: want a non-negative number with an optional unit (K, M, G, T; KiB, MiB, GiB, TiB)", s)
-	}
-	b := math.Round(math.Ldexp(f, int(shift)))
-	if b >= math.Ldexp(1, 63) {
-		return 0, fmt.Errorf("size %q: too large (the most is %d bytes, 8 EiB)", s, int64(math.MaxInt64))
-	}
-	return int64(b), nil
+	return bytesize.Parse(s)
 }
 
-// FormatSize writes b with the largest binary unit that divides it exactly
-// ("256MiB", "1536KiB", "1000"); None as "none".
-func FormatSize(b int64) string {
+// formatSize writes a size flag's value: [None] as "none", else [bytesize.Format].
+func formatSize(b int64) string {
 	if b < 0 {
 		return "none"
 	}
-	for _, u := range []struct {
-		s     string
-		shift uint
-	}{{"EiB", 60}, {"PiB", 50}, {"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
-		if b != 0 && b%(1<<u.shift) == 0 {
-			return strconv.FormatInt(b>>u.shift, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(b, 10)
+	return bytesize.Format(b)
 }
 
 type sizeValue struct {
@@ -111,7 +58,7 @@ func (v *sizeValue) String() string {
 	if v == nil || v.p == nil {
 		return ""
 	}
-	return FormatSize(*v.p)
+	return formatSize(*v.p)
 }
 
 func (v *sizeValue) Set(s string) error {
@@ -121,13 +68,13 @@ func (v *sizeValue) Set(s string) error {
 	}
 	if b == None {
 		if v.min >= 0 {
-			return fmt.Errorf("%q: this flag needs a size, from %s to %s", s, FormatSize(v.min), FormatSize(v.max))
+			return fmt.Errorf("%q: this flag needs a size, from %s to %s", s, formatSize(v.min), formatSize(v.max))
 		}
 		*v.p = None
 		return nil
 	}
 	if b < max(v.min, 0) || b > v.max {
-		return fmt.Errorf("%s is out of range %s to %s", FormatSize(b), FormatSize(max(v.min, 0)), FormatSize(v.max))
+		return fmt.Errorf("%s is out of range %s to %s", formatSize(b), formatSize(max(v.min, 0)), formatSize(v.max))
 	}
 	*v.p = b
 	return nil

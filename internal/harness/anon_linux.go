@@ -13,3 +13,12 @@ func anonMemory(n int64) ([]byte, func(), error) {
 	}
 	return m, func() { _ = unix.Munmap(m) }, nil
 }
+
+// releasePages gives pages [from, to) of mem back to the kernel at once
+// (MADV_DONTNEED: the cgroup is uncharged before the call returns).
+func releasePages(mem []byte, from, to int64) error {
+	if from >= to {
+		return nil
+	}
+	return unix.Madvise(mem[from*pageSize:to*pageSize], unix.MADV_DONTNEED)
+}

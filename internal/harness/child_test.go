@@ -23,6 +23,12 @@ import (
 //	orphan        start a child that sleeps holding stdout, then report done and exit
 //	run:S:MIB     touch MIB MiB, then report a batch of 8 every 50 ms for S seconds, done
 //	cotenant      the co-tenant (CoTenantMain) with the arguments after -test.run
+//	trainer:MIB   a trainer: touch the ballast given as the first argument after
+//	              -test.run (bytes), report keyed batches of one epoch of 16 files;
+//	              with MIB > 0 first start a "loader" child (oom_score_adj 1000) that
+//	              touches MIB MiB, and fail when it dies
+//	keys:SPEC     batches of keys from SPEC ("a,b|c" is two batches), then done
+//	pause:S       a batch, a pause event, S seconds later a resume, a batch, done
 //
 // With envOOMAdj set, the child first writes it to /proc/self/oom_score_adj (1000: the
 // OOM killer's first choice).
@@ -71,6 +77,50 @@ func childMain(mode string) int {
 		fmt.Printf(`{"event":"done","samples":%d,"t":%g}`+"\n", n, time.Since(start).Seconds())
 		runtime.KeepAlive(buf)
 		return 0
+	case "trainer":
+		ballast, _ := strconv.ParseInt(os.Args[2], 10, 64)
+		buf := make([]byte, ballast)
+		for i := 0; i < len(buf); i += 4096 {
+			buf[i] = 1
+		}
+		if mib := int(arg(1)); mib > 0 {
+			c := exec.Command(os.Args[0], "-test.run=^$")
+			c.Env = append(os.Environ(), envChild+"=alloc:"+strconv.Itoa(mib), envOOMAdj+"=1000")
+			if err := c.Run(); err != nil {
+				fmt.Printf(`{"event":"done","error":"loader: %v","t":1}`+"\n", err)
+				return 1
+			}
+		}
+		fmt.Println(`{"event":"start","files":16,"epochs":1,"t":0.1}`)
+		for b := range 4 {
+			keys := make([]string, 4)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("%q", fmt.Sprintf("c/%02d.jpg", b*4+i))
+			}
+			fmt.Printf(`{"event":"batch","n":4,"keys":[%s],"t":%g}`+"\n", strings.Join(keys, ","), 0.2+float64(b)*0.1)
+		}
+		fmt.Println(`{"event":"done","samples":16,"t":1}`)
+		runtime.KeepAlive(buf)
+		return 0
+	case "keys":
+		n := 0
+		for i, b := range strings.Split(f[1], "|") {
+			keys := strings.Split(b, ",")
+			for j := range keys {
+				keys[j] = strconv.Quote(keys[j])
+			}
+			n += len(keys)
+			fmt.Printf(`{"event":"batch","n":%d,"keys":[%s],"t":%d}`+"\n", len(keys), strings.Join(keys, ","), i+1)
+		}
+		fmt.Printf(`{"event":"done","samples":%d,"t":99}`+"\n", n)
+		return 0
+	case "pause":
+		fmt.Println(`{"event":"batch","n":1,"t":0.5}`)
+		fmt.Println(`{"event":"pause","t":1}`)
+		fmt.Printf(`{"event":"resume","t":%g}`+"\n", 1+arg(1))
+		fmt.Printf(`{"event":"batch","n":1,"t":%g}`+"\n", 1.5+arg(1))
+		fmt.Printf(`{"event":"done","samples":2,"t":%g}`+"\n", 2+arg(1))
+		return 0
 	case "cotenant":
 		if err := CoTenantMain(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -115,6 +165,13 @@ func fake(name, mode string) Loader {
 		// GORACE: the race runtime otherwise sleeps 1 s at exit in every child.
 		Env: []string{envChild + "=" + mode, "GORACE=atexit_sleep_ms=0"},
 	}
+}
+
+// fakeTrainer returns a trainer running the test binary in mode trainer:MIB.
+func fakeTrainer(name string, loaderMiB int) Loader {
+	l := fake(name, "trainer:"+strconv.Itoa(loaderMiB))
+	l.Argv = append(l.Argv, BallastArg)
+	return l
 }
 
 // envOOMAdj is the oom_score_adj a fake loader sets for itself.

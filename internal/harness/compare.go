@@ -26,13 +26,46 @@ type Plan struct {
 	// their CoTenant by one made from CoTenant and each of Shares.
 	Options Options
 	// Shares are the co-tenant's memory as shares of the limit, each in [0, 1) (0: the
-	// loader runs alone); none means [0]. Every share runs in every round, and a share
-	// above 0 needs every limit to be set. Each loader's slowdown at a share is its wall
-	// time over its own alone run (share 0) in the same round.
+	// loader runs alone), each a [Ramp] to that share ([ShareShape]); they come before
+	// Shapes. Without either, the loaders run alone. Every share and shape runs in
+	// every round, and any but alone needs every limit to be set. Each loader's
+	// slowdown in a cell is its wall time over its own alone run in the same round.
 	Shares []float64
-	// CoTenant is the co-tenant's command and ramp; its Bytes and Share are set per
-	// share.
+	// Shapes are further co-tenant cells: ramps, spikes and trainers ([Shape]). A
+	// [Trainer] shape needs every loader to take [BallastArg].
+	Shapes []Shape
+	// CoTenant is the co-tenant's command and ramp (for ramps and spikes); its Bytes,
+	// Share, Hold and After are set per cell.
 	CoTenant CoTenant
+}
+
+// cells returns the plan's co-tenant cells: its shares as ramps, then its shapes;
+// none means alone.
+func (p Plan) cells() ([]Shape, error) {
+	var out []Shape
+	seen := map[string]bool{}
+	for _, sh := range p.Shares {
+		if !(sh >= 0 && sh < 1) {
+			return nil, fmt.Errorf("harness: compare: co-tenant share %v: want a share in [0, 1)", sh)
+		}
+		out = append(out, ShareShape(sh))
+	}
+	for _, sh := range p.Shapes {
+		if err := sh.Validate(); err != nil {
+			return nil, fmt.Errorf("harness: compare: %w", err)
+		}
+		out = append(out, sh)
+	}
+	for _, sh := range out {
+		if seen[sh.String()] {
+			return nil, fmt.Errorf("harness: compare: co-tenant %s given twice", sh)
+		}
+		seen[sh.String()] = true
+	}
+	if len(out) == 0 {
+		out = []Shape{{Kind: Alone}}
+	}
+	return out, nil
 }
 
 // Report is the outcome of a comparison.
@@ -54,56 +87,12 @@ type Report struct {
 	Runs []Result `json:"runs"`
 	// Summaries are one per loader, limit and share, in plan order.
 	Summaries []Summary `json:"summaries"`
-	// Shares and CoTenant repeat the plan's (Shares is [0] without a co-tenant).
+	// Shapes are the co-tenant cells in plan order ([alone] without a co-tenant);
+	// Shares repeats their shares (a spike's peak, a trainer's ballast); CoTenant the
+	// plan's co-tenant command (nil when no cell has a co-tenant or a trainer).
+	Shapes   []Shape   `json:"cotenant_shapes,omitempty"`
 	Shares   []float64 `json:"cotenant_shares,omitempty"`
 	CoTenant *CoTenant `json:"cotenant,omitempty"`
-}
-
-// Summary is one loader at one limit over its rounds. Throughput and latency are taken
-// over finished runs only; peak memory over all runs (a run killed at its limit did use
-// that memory).
-type Summary struct {
-	Loader string `json:"loader"`
-	Limit  int64  `json:"limit_bytes"`
-	// Share is the co-tenant's share of the limit (0: alone).
-	Share    float64 `json:"cotenant_share"`
-	Runs     int     `json:"runs"`
-	Finished int     `json:"finished"`
-	// TimedOut and OOMKilled count runs with those outcomes; OOMKills counts kills
-	// over all runs.
-	TimedOut  int `json:"timed_out"`
-	OOMKilled int `json:"oom_killed"`
-	// Stopped counts runs that stopped below their floor with a message ([Stopped]).
-	Stopped  int    `json:"stopped_below_floor"`
-	OOMKills uint64 `json:"oom_kills"`
-	// SamplesPerSec is in samples per second; P50 and P99 in milliseconds; Peak in bytes.
-	SamplesPerSec Stat `json:"samples_per_sec"`
-	P50           Stat `json:"p50_batch_ms"`
-	P99           Stat `json:"p99_batch_ms"`
-	Peak          Stat `json:"peak_bytes"`
-	// SpeedRatio and PeakRatio are this loader's median samples/s and median peak over
-	// the baseline's at the same limit (0 where either is unknown).
-	SpeedRatio float64 `json:"speed_ratio"`
-	PeakRatio  float64 `json:"peak_ratio"`
-	// RoundRatios summarises the per-round speed ratios: this loader's samples/s over
-	// the baseline's in the same round, where both finished. The two ran back to back,
-	// so on a shared, noisy machine these vary less than the medians do.
-	RoundRatios Stat `json:"round_speed_ratios"`
-	// CoTenantOOMKilled counts runs in which the OOM killer chose the co-tenant;
-	// CoTenantHarnessKilled those in which the harness killed it (the run timed out);
-	// LoaderOOMKills counts the kills of the loader's processes over all runs.
-	CoTenantOOMKilled     int    `json:"cotenant_oom_killed"`
-	CoTenantHarnessKilled int    `json:"cotenant_harness_killed"`
-	LoaderOOMKills        uint64 `json:"loader_oom_kills"`
-	// Slowdown is the loader's wall time over its alone run's (share 0) in the same
-	// round, over the rounds in which both finished.
-	Slowdown Stat `json:"slowdown_vs_alone"`
-	// PSISome and PSIFull are the group's memory stall totals over each run, in percent
-	// of its wall time; Fluctuation the steady-state memory.current stddev/mean in
-	// percent (over runs with at least MinSteadySamples samples in steady state).
-	PSISome     Stat `json:"psi_some_pct"`
-	PSIFull     Stat `json:"psi_full_pct"`
-	Fluctuation Stat `json:"fluctuation_pct"`
 }
 
 // Compare runs the plan. For each limit, each round runs every loader once, in plan
@@ -134,23 +123,26 @@ func Compare(ctx context.Context, p Plan, progress func(Result)) (*Report, error
 	if len(limits) == 0 {
 		limits = []int64{0}
 	}
-	shares := p.Shares
-	if len(shares) == 0 {
-		shares = []float64{0}
+	cells, err := p.cells()
+	if err != nil {
+		return nil, err
 	}
-	withCo := false
-	seenShare := map[float64]bool{}
-	for _, sh := range shares {
-		if !(sh >= 0 && sh < 1) || seenShare[sh] {
-			return nil, fmt.Errorf("harness: compare: co-tenant share %v: want distinct shares in [0, 1)", sh)
+	withCo, withProc := false, false
+	for _, c := range cells {
+		withCo = withCo || c.Kind != Alone
+		withProc = withProc || c.needsCoTenant()
+		if c.Kind == Trainer {
+			for _, l := range p.Loaders {
+				if !hasBallastArg(l) {
+					return nil, fmt.Errorf("harness: compare: co-tenant %s: loader %s is not a trainer: its arguments need %s", c, l.Name, BallastArg)
+				}
+			}
 		}
-		seenShare[sh] = true
-		withCo = withCo || sh > 0
+	}
+	if withProc && len(p.CoTenant.Argv) == 0 {
+		return nil, fmt.Errorf("harness: compare: co-tenant cells need a co-tenant command")
 	}
 	if withCo {
-		if len(p.CoTenant.Argv) == 0 {
-			return nil, fmt.Errorf("harness: compare: co-tenant shares %v need a co-tenant command", shares)
-		}
 		for _, l := range limits {
 			if l <= 0 {
 				return nil, fmt.Errorf("harness: compare: a co-tenant share of the limit needs a memory limit, got an unconstrained one")
@@ -165,31 +157,26 @@ func Compare(ctx context.Context, p Plan, progress func(Result)) (*Report, error
 	rep := &Report{
 		Date: time.Now(), Host: host, CPUs: runtime.NumCPU(), Rounds: rounds,
 		Warmup: p.Options.Warmup, Timeout: timeout, Cold: p.Options.Cold, Warm: p.Options.Warm && !p.Options.Cold,
-		Baseline: p.Baseline, Loaders: p.Loaders, Shares: shares,
+		Baseline: p.Baseline, Loaders: p.Loaders, Shapes: cells,
+	}
+	for _, c := range cells {
+		rep.Shares = append(rep.Shares, c.Share)
 	}
 	if withCo {
 		c := p.CoTenant
-		c.Bytes, c.Share = 0, 0
+		c.Bytes, c.Share, c.Hold, c.After, c.AfterShare = 0, 0, 0, 0, 0
 		rep.CoTenant = &c
 	}
-	var err error
 run:
 	for _, limit := range limits {
 		for r := range rounds {
-			for si, share := range shares {
+			for si, cell := range cells {
 				order := slices.Clone(p.Loaders)
-				if (r*len(shares)+si)%2 == 1 {
+				if (r*len(cells)+si)%2 == 1 {
 					slices.Reverse(order)
 				}
 				for _, l := range order {
-					o := p.Options
-					o.MemoryLimit = limit
-					o.CoTenant = nil
-					if share > 0 {
-						c := p.CoTenant
-						c.Share, c.Bytes = share, int64(share*float64(limit))
-						o.CoTenant = &c
-					}
+					o := cellOptions(p.Options, p.CoTenant, limit, cell)
 					var res Result
 					res, err = Run(ctx, l, o)
 					res.Round = r
@@ -206,122 +193,28 @@ run:
 			}
 		}
 	}
-	rep.Summaries = summarize(rep.Runs, p.Loaders, limits, shares, p.Baseline)
+	rep.Summaries = summarize(rep.Runs, p.Loaders, limits, cells, p.Baseline)
 	return rep, err
 }
 
-// summarize groups runs by limit, share and loader and computes the ratios to the
-// baseline and to each loader's alone runs.
-func summarize(runs []Result, loaders []Loader, limits []int64, shares []float64, baseline string) []Summary {
-	var out []Summary
-	for _, limit := range limits {
-		for _, share := range shares {
-			out = append(out, summarizeBlock(runs, loaders, max(limit, 0), share, baseline)...)
+// cellOptions returns the options of one run at limit in cell: the co-tenant of a
+// ramp or spike, the ballast of a trainer.
+func cellOptions(o Options, co CoTenant, limit int64, cell Shape) Options {
+	o.MemoryLimit = limit
+	o.CoTenant = nil
+	o.Ballast = 0
+	o.Shape = cell.String()
+	switch cell.Kind {
+	case Ramp, Spike:
+		c := co
+		c.Share, c.Bytes = cell.Share, int64(cell.Share*float64(limit))
+		c.Hold, c.AfterShare, c.After = 0, 0, 0
+		if cell.Kind == Spike {
+			c.Hold, c.AfterShare, c.After = cell.Hold, cell.After, int64(cell.After*float64(limit))
 		}
+		o.CoTenant = &c
+	case Trainer:
+		o.Ballast = int64(cell.Share * float64(limit))
 	}
-	return out
-}
-
-func summarizeBlock(runs []Result, loaders []Loader, limit int64, share float64, baseline string) []Summary {
-	var out []Summary
-	for _, l := range loaders {
-		s := Summary{Loader: l.Name, Limit: limit, Share: share}
-		var rate, p50, p99, peak, psiSome, psiFull, fluct []float64
-		for _, r := range runs {
-			if r.Loader != l.Name || r.Limit != limit || r.Share != share {
-				continue
-			}
-			s.Runs++
-			s.OOMKills += r.OOMKills
-			s.LoaderOOMKills += r.LoaderOOMKills
-			if r.CoTenant != nil {
-				switch r.CoTenant.Fate {
-				case CoOOMKilled:
-					s.CoTenantOOMKilled++
-				case CoHarnessKilled:
-					s.CoTenantHarnessKilled++
-				}
-			}
-			if r.PSI != nil {
-				psiSome = append(psiSome, r.PSI.SomePct)
-				psiFull = append(psiFull, r.PSI.FullPct)
-			}
-			if r.Steady.N >= MinSteadySamples {
-				fluct = append(fluct, 100*r.Steady.CV)
-			}
-			peak = append(peak, float64(r.PeakBytes))
-			switch r.Outcome {
-			case Finished:
-				s.Finished++
-				rate = append(rate, r.SamplesPerSec)
-				p50 = append(p50, float64(r.P50)/1e6)
-				p99 = append(p99, float64(r.P99)/1e6)
-			case TimedOut:
-				s.TimedOut++
-			case OOMKilled:
-				s.OOMKilled++
-			case Stopped:
-				s.Stopped++
-			}
-		}
-		s.SamplesPerSec, s.P50, s.P99, s.Peak = Summarize(rate), Summarize(p50), Summarize(p99), Summarize(peak)
-		s.PSISome, s.PSIFull, s.Fluctuation = Summarize(psiSome), Summarize(psiFull), Summarize(fluct)
-		if share > 0 {
-			s.Slowdown = Summarize(slowdowns(runs, l.Name, limit, share))
-		}
-		out = append(out, s)
-	}
-	var base *Summary
-	for i := range out {
-		if out[i].Loader == baseline {
-			base = &out[i]
-		}
-	}
-	for i := range out {
-		s := &out[i]
-		s.RoundRatios = Summarize(roundRatios(runs, s.Loader, baseline, limit, share))
-		if base.SamplesPerSec.N > 0 && s.SamplesPerSec.N > 0 && base.SamplesPerSec.Median > 0 {
-			s.SpeedRatio = s.SamplesPerSec.Median / base.SamplesPerSec.Median
-		}
-		if base.Peak.N > 0 && s.Peak.N > 0 && base.Peak.Median > 0 {
-			s.PeakRatio = s.Peak.Median / base.Peak.Median
-		}
-	}
-	return out
-}
-
-// roundRatios returns loader's samples/s over baseline's, round by round, at limit and
-// share, for the rounds in which both finished.
-func roundRatios(runs []Result, loader, baseline string, limit int64, share float64) []float64 {
-	base := map[int]float64{}
-	for _, r := range runs {
-		if r.Loader == baseline && r.Limit == limit && r.Share == share && r.Outcome == Finished && r.SamplesPerSec > 0 {
-			base[r.Round] = r.SamplesPerSec
-		}
-	}
-	var out []float64
-	for _, r := range runs {
-		if b, ok := base[r.Round]; ok && r.Loader == loader && r.Limit == limit && r.Share == share && r.Outcome == Finished {
-			out = append(out, r.SamplesPerSec/b)
-		}
-	}
-	return out
-}
-
-// slowdowns returns loader's wall time at limit and share over its wall time alone
-// (share 0) at limit, round by round, for the rounds in which both finished.
-func slowdowns(runs []Result, loader string, limit int64, share float64) []float64 {
-	alone := map[int]float64{}
-	for _, r := range runs {
-		if r.Loader == loader && r.Limit == limit && r.Share == 0 && r.Outcome == Finished && r.Wall > 0 {
-			alone[r.Round] = float64(r.Wall)
-		}
-	}
-	var out []float64
-	for _, r := range runs {
-		if a, ok := alone[r.Round]; ok && r.Loader == loader && r.Limit == limit && r.Share == share && r.Outcome == Finished {
-			out = append(out, float64(r.Wall)/a)
-		}
-	}
-	return out
+	return o
 }

@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 )
 
@@ -21,7 +20,8 @@ var pageSize = int64(os.Getpagesize())
 const coTenantTick = 5 * time.Millisecond
 
 // CoTenantConfig is what the co-tenant process does: touch Bytes of anonymous memory,
-// evenly over Ramp, and hold it.
+// evenly over Ramp, and hold it; a spike (Hold > 0) then gives memory back down to
+// After once it has held Bytes for Hold, and holds that.
 type CoTenantConfig struct {
 	// Bytes is the anonymous memory to touch (rounded up to whole pages); it must be
 	// positive.
@@ -29,6 +29,30 @@ type CoTenantConfig struct {
 	// Ramp is how long the touching takes: after t of Ramp, t/Ramp of Bytes is touched.
 	// Zero touches everything at once; negative is an error.
 	Ramp time.Duration
+	// Hold, when positive, makes a spike: Bytes is held for Hold, then everything
+	// above After is given back at once (MADV_DONTNEED: uncharged before the call
+	// returns). Zero holds Bytes until the end.
+	Hold time.Duration
+	// After is what a spike holds after its fall, in [0, Bytes); it is rounded up to
+	// whole pages.
+	After int64
+}
+
+// Validate names the first field that cannot work.
+func (c CoTenantConfig) Validate() error {
+	switch {
+	case c.Bytes <= 0:
+		return fmt.Errorf("harness: co-tenant: bytes %d, want > 0", c.Bytes)
+	case c.Ramp < 0:
+		return fmt.Errorf("harness: co-tenant: ramp %v, want ≥ 0", c.Ramp)
+	case c.Hold < 0:
+		return fmt.Errorf("harness: co-tenant: hold %v, want ≥ 0", c.Hold)
+	case c.Hold == 0 && c.After != 0:
+		return fmt.Errorf("harness: co-tenant: after %d bytes without a hold: a fall needs -hold", c.After)
+	case c.Hold > 0 && (c.After < 0 || c.After >= c.Bytes):
+		return fmt.Errorf("harness: co-tenant: after %d bytes: want 0 ≤ after < bytes %d", c.After, c.Bytes)
+	}
+	return nil
 }
 
 // RunCoTenant is the co-tenant process, the stand-in for a trainer that shares the
@@ -37,16 +61,15 @@ type CoTenantConfig struct {
 // which charges the pages to its cgroup one by one (without swap they cannot be
 // reclaimed: the limit must be met by others). It reports its progress on out as
 // protocol lines: a [protocol.Ramp] event at every tenth of the ramp and a
-// [protocol.Held] event when all bytes are touched. It then holds the memory until
-// hold reaches end of file or fails (the harness closes the co-tenant's standard input
-// when the loader has ended) or ctx is done, and returns nil. A stop that comes during
-// the ramp also ends it with nil: the co-tenant was asked to stop, it did not fail.
+// [protocol.Held] event when all bytes are touched. A spike (cfg.Hold > 0) holds
+// them for cfg.Hold, gives back everything above cfg.After at once and reports a
+// [protocol.Fell] event. It then holds what it has until hold reaches end of file or
+// fails (the harness closes the co-tenant's standard input when the loader has ended)
+// or ctx is done, and returns nil. A stop that comes during the ramp or the spike also
+// ends it with nil: the co-tenant was asked to stop, it did not fail.
 func RunCoTenant(ctx context.Context, cfg CoTenantConfig, hold io.Reader, out io.Writer) error {
-	if cfg.Bytes <= 0 {
-		return fmt.Errorf("harness: co-tenant: bytes %d, want > 0", cfg.Bytes)
-	}
-	if cfg.Ramp < 0 {
-		return fmt.Errorf("harness: co-tenant: ramp %v, want ≥ 0", cfg.Ramp)
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	pages := (cfg.Bytes + pageSize - 1) / pageSize
 	mem, free, err := anonMemory(pages * pageSize)
@@ -92,6 +115,24 @@ func RunCoTenant(ctx context.Context, cfg CoTenantConfig, hold io.Reader, out io
 	if err := em.Emit(protocol.Event{Event: protocol.Held, Bytes: pages * pageSize}); err != nil {
 		return err
 	}
+	if cfg.Hold > 0 {
+		t := time.NewTimer(cfg.Hold)
+		defer t.Stop()
+		select {
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		keep := (cfg.After + pageSize - 1) / pageSize
+		if err := releasePages(mem, keep, pages); err != nil {
+			return fmt.Errorf("harness: co-tenant: give back %d bytes: %w", (pages-keep)*pageSize, err)
+		}
+		if err := em.Emit(protocol.Event{Event: protocol.Fell, Bytes: keep * pageSize}); err != nil {
+			return err
+		}
+	}
 	select {
 	case <-stop:
 	case <-ctx.Done():
@@ -100,9 +141,9 @@ func RunCoTenant(ctx context.Context, cfg CoTenantConfig, hold io.Reader, out io
 	return nil
 }
 
-// CoTenantMain parses the co-tenant's command line (-bytes N -ramp D, as [Run] passes
-// them) and runs [RunCoTenant] with standard input as hold. It is what
-// "psiflow cotenant" runs.
+// CoTenantMain parses the co-tenant's command line (-bytes N -ramp D [-hold D
+// -after N], as [Run] passes them) and runs [RunCoTenant] with standard input as
+// hold. It is what "psiflow cotenant" runs.
 func CoTenantMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cfg, err := ParseCoTenantArgs(args, stderr)
 	if err != nil {
@@ -111,13 +152,16 @@ func CoTenantMain(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	return RunCoTenant(ctx, cfg, stdin, stdout)
 }
 
-// ParseCoTenantArgs parses "-bytes N -ramp D": N in bytes (a plain integer or with a
-// K, M, G suffix, binary), D a Go duration. Usage and errors go to output.
+// ParseCoTenantArgs parses "-bytes N -ramp D [-hold D -after N]": N in bytes (a
+// plain integer or with a K, M, G suffix, binary), D a Go duration. Usage and errors
+// go to output.
 func ParseCoTenantArgs(args []string, output io.Writer) (CoTenantConfig, error) {
 	fs := flag.NewFlagSet("cotenant", flag.ContinueOnError)
 	fs.SetOutput(output)
 	bytesFlag := fs.String("bytes", "", "anonymous memory to touch and hold: bytes, or with a K, M, G suffix (binary; required)")
 	ramp := fs.Duration("ramp", 5*time.Second, "time over which the memory is touched, evenly (0: at once)")
+	hold := fs.Duration("hold", 0, "a spike: hold -bytes this long, then give back all but -after (0: hold -bytes until the end)")
+	afterFlag := fs.String("after", "0", "with -hold: the memory kept after the fall, bytes or with a K, M, G suffix")
 	if err := fs.Parse(args); err != nil {
 		return CoTenantConfig{}, err
 	}
@@ -127,37 +171,22 @@ func ParseCoTenantArgs(args []string, output io.Writer) (CoTenantConfig, error) 
 	if *bytesFlag == "" {
 		return CoTenantConfig{}, errors.New("harness: co-tenant: -bytes is required")
 	}
-	n, err := parseSize(*bytesFlag)
+	n, err := bytesize.Parse(*bytesFlag)
 	if err != nil || n <= 0 {
 		return CoTenantConfig{}, fmt.Errorf("harness: co-tenant: -bytes %q: want a positive size like 150M", *bytesFlag)
 	}
 	if *ramp < 0 {
 		return CoTenantConfig{}, fmt.Errorf("harness: co-tenant: -ramp %v: want ≥ 0", *ramp)
 	}
-	return CoTenantConfig{Bytes: n, Ramp: *ramp}, nil
-}
-
-// parseSize parses "123", "64K", "150M", "1G" (also KiB, MiB, GiB; binary multiples).
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	u := strings.ToUpper(strings.TrimSpace(s))
-	for _, suf := range []struct {
-		s string
-		m int64
-	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
-		if strings.HasSuffix(u, suf.s) {
-			u, mult = strings.TrimSuffix(u, suf.s), suf.m
-			break
-		}
+	after, err := bytesize.Parse(*afterFlag)
+	if err != nil || after < 0 {
+		return CoTenantConfig{}, fmt.Errorf("harness: co-tenant: -after %q: want a size like 100M", *afterFlag)
 	}
-	v, err := strconv.ParseInt(strings.TrimSpace(u), 10, 64)
-	if err != nil {
-		return 0, err
+	cfg := CoTenantConfig{Bytes: n, Ramp: *ramp, Hold: *hold, After: after}
+	if err := cfg.Validate(); err != nil {
+		return CoTenantConfig{}, err
 	}
-	if v > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q too large", s)
-	}
-	return v * mult, nil
+	return cfg, nil
 }
 
 // touchPages writes one byte in each page from page from to page to (exclusive) and

@@ -38,6 +38,12 @@ type CoTenant struct {
 	Share float64 `json:"share"`
 	// Ramp is the time over which the co-tenant touches Bytes, evenly.
 	Ramp time.Duration `json:"ramp_ns"`
+	// Hold and After make a spike ([Spike]): Bytes is held for Hold, then the
+	// co-tenant falls to After bytes (AfterShare of the limit) at once. Zero Hold
+	// holds Bytes until the loader ends.
+	Hold       time.Duration `json:"hold_ns,omitempty"`
+	After      int64         `json:"after_bytes,omitempty"`
+	AfterShare float64       `json:"after_share,omitempty"`
 }
 
 // CoTenantFate is how a co-tenant's run ended.
@@ -65,10 +71,16 @@ type CoTenantResult struct {
 	Share float64       `json:"share"`
 	Bytes int64         `json:"bytes"`
 	Ramp  time.Duration `json:"ramp_ns"`
+	// Hold and After repeat a spike's (see [CoTenant]).
+	Hold  time.Duration `json:"hold_ns,omitempty"`
+	After int64         `json:"after_bytes,omitempty"`
 	// Touched is the last amount it reported touching; Held is when (since the run's
 	// start, by the harness's clock) it reported holding all of Bytes, 0 if never.
 	Touched int64         `json:"touched_bytes"`
 	Held    time.Duration `json:"held_at_ns"`
+	// Fell is when a spike reported its fall to After (since the run's start), 0 if
+	// it never fell (the loader ended first, or no spike).
+	Fell time.Duration `json:"fell_at_ns,omitempty"`
 	// Fate is how it ended; Died when (since the run's start) it exited, and ExitCode
 	// its status (-1 when killed by a signal).
 	Fate     CoTenantFate  `json:"fate"`
@@ -89,6 +101,7 @@ type coProc struct {
 	mu      sync.Mutex
 	touched int64
 	held    time.Duration
+	fell    time.Duration
 
 	exited   atomic.Bool
 	died     time.Duration
@@ -113,6 +126,9 @@ func startCoTenant(g *cgroup.Group, c CoTenant, start time.Time) (*coProc, error
 		return nil, fmt.Errorf("co-tenant: %w", err)
 	}
 	argv := append(append([]string(nil), c.Argv...), "-bytes", strconv.FormatInt(c.Bytes, 10), "-ramp", c.Ramp.String())
+	if c.Hold > 0 {
+		argv = append(argv, "-hold", c.Hold.String(), "-after", strconv.FormatInt(c.After, 10))
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), c.Env...)
 	inR, inW, err := os.Pipe()
@@ -146,7 +162,7 @@ func startCoTenant(g *cgroup.Group, c CoTenant, start time.Time) (*coProc, error
 	}
 	p := &coProc{
 		cmd: cmd, start: start, stdin: inW, waitDone: make(chan struct{}),
-		res: CoTenantResult{Share: c.Share, Bytes: c.Bytes, Ramp: c.Ramp, ExitCode: -1},
+		res: CoTenantResult{Share: c.Share, Bytes: c.Bytes, Ramp: c.Ramp, Hold: c.Hold, After: c.After, ExitCode: -1},
 	}
 	p.readers.Add(2)
 	go func() {
@@ -163,6 +179,8 @@ func startCoTenant(g *cgroup.Group, c CoTenant, start time.Time) (*coProc, error
 				case protocol.Held:
 					p.touched = ev.Bytes
 					p.held = time.Since(start)
+				case protocol.Fell:
+					p.fell = time.Since(start)
 				}
 				p.mu.Unlock()
 			}
@@ -227,7 +245,7 @@ func (p *coProc) stop() {
 func (p *coProc) finish(groupOOMKills uint64) CoTenantResult {
 	r := p.res
 	p.mu.Lock()
-	r.Touched, r.Held = p.touched, p.held
+	r.Touched, r.Held, r.Fell = p.touched, p.held, p.fell
 	p.mu.Unlock()
 	r.Died = p.died
 	r.ExitCode = exitCode(p.waitErr)

@@ -139,8 +139,62 @@ func TestRunCoTenantAtOnce(t *testing.T) {
 	}
 }
 
+// A spike holds its peak for the hold, then falls to what it keeps after, and holds
+// that until its input closes.
+func TestRunCoTenantSpike(t *testing.T) {
+	const peak, after = 8 << 20, 2<<20 + 1 // after is rounded up to whole pages
+	const hold = 300 * time.Millisecond
+	out := &syncBuffer{mu: make(chanMutex, 1)}
+	hr, hw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- RunCoTenant(context.Background(), CoTenantConfig{Bytes: peak, Hold: hold, After: after}, hr, out)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), `"fell"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no fell event within 20 s; output %q", out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("co-tenant returned %v after its fall, before its input closed", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	hw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	evs := parseEvents(t, out.String())
+	if len(evs) != 2 || evs[0].Event != protocol.Held || evs[0].Bytes != peak || evs[1].Event != protocol.Fell {
+		t.Fatalf("events %+v, want held at %d then fell", evs, peak)
+	}
+	keep := (int64(after) + pageSize - 1) / pageSize * pageSize
+	if evs[1].Bytes != keep {
+		t.Errorf("fell to %d bytes, want %d", evs[1].Bytes, keep)
+	}
+	if d := evs[1].T - evs[0].T; d < hold.Seconds() {
+		t.Errorf("fell %.3f s after holding, before the %v hold was over", d, hold)
+	}
+}
+
+// A stop during a spike's hold ends it without a fall.
+func TestRunCoTenantStopsDuringSpike(t *testing.T) {
+	var out bytes.Buffer
+	err := RunCoTenant(context.Background(), CoTenantConfig{Bytes: 1 << 20, Hold: time.Hour, After: 4096}, strings.NewReader(""), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), `"fell"`) {
+		t.Errorf("fell after a stop during an hour-long hold: %q", out.String())
+	}
+}
+
 func TestRunCoTenantBadConfig(t *testing.T) {
-	for _, c := range []CoTenantConfig{{Bytes: 0}, {Bytes: -1}, {Bytes: 1, Ramp: -time.Second}} {
+	for _, c := range []CoTenantConfig{{Bytes: 0}, {Bytes: -1}, {Bytes: 1, Ramp: -time.Second},
+		{Bytes: 1 << 20, Hold: -time.Second}, {Bytes: 1 << 20, After: 4096},
+		{Bytes: 1 << 20, Hold: time.Second, After: 1 << 20}, {Bytes: 1 << 20, Hold: time.Second, After: -1}} {
 		if err := RunCoTenant(context.Background(), c, strings.NewReader(""), io.Discard); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
@@ -161,6 +215,10 @@ func TestParseCoTenantArgs(t *testing.T) {
 		{args: []string{"-bytes", "0"}, err: "positive size"},
 		{args: []string{"-bytes", "1M", "-ramp", "-1s"}, err: "-ramp"},
 		{args: []string{"-bytes", "1M", "extra"}, err: "unexpected arguments"},
+		{args: []string{"-bytes", "100M", "-ramp", "1s", "-hold", "5s", "-after", "40M"}, want: CoTenantConfig{Bytes: 100 << 20, Ramp: time.Second, Hold: 5 * time.Second, After: 40 << 20}},
+		{args: []string{"-bytes", "100M", "-hold", "5s", "-after", "100M"}, err: "after"},
+		{args: []string{"-bytes", "100M", "-after", "40M"}, err: "needs -hold"},
+		{args: []string{"-bytes", "100M", "-hold", "5s", "-after", "x"}, err: `-after "x"`},
 		{args: []string{"-frob"}, err: "flag provided but not defined"},
 	}
 	for _, tt := range tests {
@@ -275,7 +333,7 @@ func TestSummarizeCoTenant(t *testing.T) {
 		coRun("B", 1, 0.7, 8*time.Second, Finished, CoSurvived, 3, 0.05),
 	}
 	loaders := []Loader{{Name: "A", Argv: []string{"a"}}, {Name: "B", Argv: []string{"b"}}}
-	sums := summarize(runs, loaders, []int64{256 << 20}, []float64{0, 0.7}, "A")
+	sums := summarize(runs, loaders, []int64{256 << 20}, []Shape{{Kind: Alone}, {Kind: Ramp, Share: 0.7}}, "A")
 	if len(sums) != 4 {
 		t.Fatalf("%d summaries, want 4", len(sums))
 	}
@@ -313,9 +371,9 @@ func TestSummarizeCoTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| 256 MiB | 70% | A | 1/2 | 1/2 | 0 | 3.00 | 120.0 (80.0–160.0) | 60.0 (40.0–80.0) | 20.0 (20.0–20.0) |",
-		"| 256 MiB | 70% | B | 2/2 | 0/2 | 0 | 1.60 (1.20–2.00) | 4.0 (2.0–6.0) | 2.0 (1.0–3.0) | 4.0 (3.0–5.0) |",
-		"| 256 MiB | alone | B | 2/2 | – | 0 | 1.00 |",
+		"| 256 MiB | 70% | A | 1/2 | 1/2 | 0 | 3.00 | 0.33 | 0 | – | – | 120.0 (80.0–160.0) | 60.0 (40.0–80.0) | 20.0 (20.0–20.0) |",
+		"| 256 MiB | 70% | B | 2/2 | 0/2 | 0 | 1.60 (1.20–2.00) | 0.67 (0.50–0.83) | 0 | – | – | 4.0 (2.0–6.0) | 2.0 (1.0–3.0) | 4.0 (3.0–5.0) |",
+		"| 256 MiB | alone | B | 2/2 | – | 0 | 1.00 | 1.00 |",
 		"| 256 MiB, 70% | B | 2/2 |",
 		"- co-tenant: `psiflow cotenant -bytes SHARE×LIMIT -ramp 5s`",
 	} {

@@ -56,12 +56,39 @@
 // alone), the loaders alternating, and each summary gives the loader's wall time over
 // its own alone run in the same round.
 //
+// # Co-tenant shapes
+//
+// A cell of a comparison is a [Shape] ([ParseShape] reads "alone", "ramp:0.7",
+// "spike:0.9/5s/0.4", "trainer:0.7"; [Plan].Shapes):
+//
+//   - [Ramp]: the co-tenant process above, rising to a share and holding it;
+//   - [Spike]: the same process rises to a peak, holds it for a while and gives memory
+//     back down to a lower share at once (MADV_DONTNEED), as a trainer's evaluation or
+//     checkpoint peaks and falls back; the run reports when it held and when it fell,
+//     and the summary counts the runs whose wall time stayed within the alone run's
+//     plus [SpikeSlack] × the hold;
+//   - [Trainer]: no co-tenant process; the loader command is a training loop that
+//     consumes the batches (benchmarks/peers/trainer.py, fed by psiflow's Python loader
+//     or by torch's DataLoader) and holds its own ballast: [BallastArg] in its
+//     arguments becomes share × the limit in bytes. An OOM kill of that process (a
+//     SIGKILL the harness did not send, with the group's counter up) is the trainer's,
+//     counted as the co-tenant's; the loader's kills are those of its other processes
+//     (psiflow serve, the DataLoader's workers).
+//
+// # What each run checks
+//
+// Besides throughput and memory, a run reads the loader's optional protocol lines: its
+// pauses below its floor (pause and resume events, added up by [Pauses]) and the keys
+// of its batches, from which [CheckKeys] tells whether every sample of every epoch
+// arrived exactly once: nothing twice, nothing skipped ([KeyCheck]).
+//
 // The launcher's "psiflow bench" command is the front end.
 //
 // # What it does not own
 //
 // The loaders themselves (benchmarks/peers and the comparison commands
-// under cmd/) and the cgroup file formats (package cgroup).
+// under cmd/), the memory runtime whose pauses it counts, and the cgroup file formats
+// (package cgroup).
 //
 // # Platform
 //

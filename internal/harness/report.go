@@ -7,6 +7,9 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 // WriteJSON writes the report, every run included, as indented JSON.
@@ -28,39 +31,54 @@ func ReadReport(r io.Reader) (*Report, error) {
 		return nil, fmt.Errorf("harness: read JSON report: %w", err)
 	}
 	var limits []int64
-	var shares []float64
+	var cells []Shape
 	seen := map[int64]bool{}
-	seenShare := map[float64]bool{}
-	addShare := func(v float64) {
-		if !seenShare[v] {
-			seenShare[v] = true
-			shares = append(shares, v)
+	seenCell := map[string]bool{}
+	addCell := func(sh Shape) {
+		if !seenCell[sh.String()] {
+			seenCell[sh.String()] = true
+			cells = append(cells, sh)
 		}
 	}
-	for _, v := range rep.Shares {
-		addShare(v)
+	addKey := func(key string) {
+		if sh, err := ParseShape(key); err == nil {
+			addCell(sh)
+		}
+	}
+	for _, sh := range rep.Shapes {
+		addCell(sh)
+	}
+	if len(rep.Shapes) == 0 {
+		for _, v := range rep.Shares {
+			addCell(ShareShape(v))
+		}
 	}
 	for _, s := range rep.Summaries {
 		if !seen[s.Limit] {
 			seen[s.Limit] = true
 			limits = append(limits, s.Limit)
 		}
-		addShare(s.Share)
+		if s.Shape != "" {
+			addKey(s.Shape)
+		} else {
+			addCell(ShareShape(s.Share))
+		}
 	}
 	for _, run := range rep.Runs {
 		if !seen[run.Limit] {
 			seen[run.Limit] = true
 			limits = append(limits, run.Limit)
 		}
-		addShare(run.Share)
+		addKey(runCell(run))
 	}
-	if len(shares) == 0 {
-		shares = []float64{0}
+	if len(cells) == 0 {
+		cells = []Shape{{Kind: Alone}}
 	}
+	rep.Shapes = cells
 	if rep.Baseline == "" && len(rep.Loaders) > 0 {
 		rep.Baseline = rep.Loaders[0].Name
 	}
-	rep.Summaries = summarize(rep.Runs, rep.Loaders, limits, shares, rep.Baseline)
+	rep.Summaries = summarize(rep.Runs, rep.Loaders, limits, cells, rep.Baseline)
 	return &rep, nil
 }
 
@@ -94,6 +112,11 @@ func MergeReports(reps ...*Report) (*Report, error) {
 		for _, sh := range r.Shares {
 			if !slices.Contains(out.Shares, sh) {
 				out.Shares = append(out.Shares, sh)
+			}
+		}
+		for _, sh := range r.Shapes {
+			if !slices.Contains(out.Shapes, sh) {
+				out.Shapes = append(out.Shapes, sh)
 			}
 		}
 		if out.CoTenant == nil {
@@ -142,8 +165,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fin += " (" + strings.Join(why, ", ") + ")"
 		}
 		limit := FormatBytes(s.Limit)
-		if r.CoTenant != nil {
-			limit += ", " + fmtShare(s.Share)
+		if r.withCells() {
+			limit += ", " + s.cellLabel()
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
 			limit, s.Loader, fin,
@@ -152,15 +175,18 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fmtStat(s.Peak, 1<<20, "%.0f"), fmtRatio(s.PeakRatio), s.OOMKills)
 	}
 	b.WriteString("\nMedians over finished runs, range over rounds in parentheses; × baseline: samples/s over the baseline's in the same round (both ran back to back), else the ratio of the medians; peak memory (the cgroup's, all processes, page cache included) over all runs; DNF: no run finished.\n")
-	if r.CoTenant != nil {
+	if r.withCells() {
 		r.writeCoTenant(&b)
 	}
 	b.WriteString("\nCommands:\n\n")
 	for _, l := range r.Loaders {
 		fmt.Fprintf(&b, "- %s: `%s`\n", l.Name, strings.Join(l.Argv, " "))
 	}
-	if r.CoTenant != nil {
-		fmt.Fprintf(&b, "- co-tenant: `%s -bytes SHARE×LIMIT -ramp %v`\n", strings.Join(r.CoTenant.Argv, " "), r.CoTenant.Ramp)
+	if r.CoTenant != nil && len(r.CoTenant.Argv) > 0 && r.hasKind(Ramp, Spike) {
+		fmt.Fprintf(&b, "- co-tenant: `%s -bytes SHARE×LIMIT -ramp %v` (a spike adds `-hold HOLD -after AFTER×LIMIT`)\n", strings.Join(r.CoTenant.Argv, " "), r.CoTenant.Ramp)
+	}
+	if r.hasKind(Trainer) {
+		fmt.Fprintf(&b, "- trainers: %s in a loader's arguments is BALLAST × LIMIT in bytes (0 alone)\n", BallastArg)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("harness: write Markdown report: %w", err)
@@ -168,30 +194,81 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	return nil
 }
 
-// writeCoTenant writes the co-tenant table: per limit, share and loader, what became of
-// the co-tenant and of the loader, the slowdown against the loader's alone run, the
-// group's memory stall and the steady-state fluctuation of its memory.
+// withCells reports whether the report has co-tenant cells other than alone.
+func (r *Report) withCells() bool {
+	return r.CoTenant != nil || r.hasKind(Ramp, Spike, Trainer)
+}
+
+// hasKind reports whether a cell of the report is of one of kinds (a report without
+// shapes has ramps to its shares).
+func (r *Report) hasKind(kinds ...ShapeKind) bool {
+	cells := r.Shapes
+	if len(cells) == 0 {
+		for _, v := range r.Shares {
+			cells = append(cells, ShareShape(v))
+		}
+	}
+	for _, c := range cells {
+		if slices.Contains(kinds, c.Kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// cellLabel is the summary's cell for tables (reports before shapes: its share).
+func (s Summary) cellLabel() string {
+	if s.Label != "" {
+		return s.Label
+	}
+	return fmtShare(s.Share)
+}
+
+// writeCoTenant writes the co-tenant table: per limit, cell and loader, what became of
+// the co-tenant and of the loader, the slowdown against the loader's alone run, its
+// pauses, whether every sample arrived exactly once, the group's memory stall and the
+// steady-state fluctuation of its memory.
 func (r *Report) writeCoTenant(b *strings.Builder) {
-	fmt.Fprintf(b, "\nWith a co-tenant in the same memory cgroup (it touches SHARE × the limit of anonymous memory evenly over %v, started with the loader, and holds it until the loader ends):\n\n", r.CoTenant.Ramp)
-	b.WriteString("| limit | co-tenant | loader | loader finished | co-tenant OOM kills | loader OOM kills | × alone (wall) | PSI some % | PSI full % | fluctuation % |\n")
-	b.WriteString("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	var kinds []string
+	ramp := time.Duration(0)
+	if r.CoTenant != nil {
+		ramp = r.CoTenant.Ramp
+	}
+	if r.hasKind(Ramp) {
+		kinds = append(kinds, fmt.Sprintf("SHARE%%: a co-tenant touches SHARE × the limit of anonymous memory evenly over %v, started with the loader, and holds it until the loader ends", ramp))
+	}
+	if r.hasKind(Spike) {
+		kinds = append(kinds, fmt.Sprintf("spike PEAK HOLD → AFTER: a co-tenant rises to PEAK × the limit over %v, holds it for HOLD, gives back all but AFTER × the limit at once and holds that until the loader ends", ramp))
+	}
+	if r.hasKind(Trainer) {
+		kinds = append(kinds, "ballast SHARE: the loader is a trainer (a training loop consuming the batches) holding SHARE × the limit as ballast; its own OOM kill counts as the co-tenant's")
+	}
+	fmt.Fprintf(b, "\nWith a co-tenant in the same memory cgroup (%s):\n\n", strings.Join(kinds, "; "))
+	b.WriteString("| limit | co-tenant | loader | loader finished | co-tenant OOM kills | loader OOM kills | × alone (wall) | samples/s × alone | paused s (pauses) | exactly once | ≤ alone + 1.5 × spike | PSI some % | PSI full % | fluctuation % |\n")
+	b.WriteString("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range r.Summaries {
-		kills := "–"
-		if s.Share > 0 {
+		alone := s.Shape == aloneKey || (s.Shape == "" && s.Share == 0)
+		kills, slow, speed, spike := "–", "1.00", "1.00", "–"
+		if !alone {
 			kills = fmt.Sprintf("%d/%d", s.CoTenantOOMKilled, s.Runs)
+			slow, speed = fmtStatOr(s.Slowdown, "%.2f"), fmtStatOr(s.SpeedVsAlone, "%.2f")
 		}
-		slow := "1.00"
-		if s.Share > 0 {
-			slow = fmtStat(s.Slowdown, 1, "%.2f")
-			if s.Slowdown.N == 0 {
-				slow = "–"
-			}
+		if s.SpikeRuns > 0 {
+			spike = fmt.Sprintf("%d/%d", s.WithinSpike, s.SpikeRuns)
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %d/%d | %s | %d | %s | %s | %s | %s |\n",
-			FormatBytes(s.Limit), fmtShare(s.Share), s.Loader, s.Finished, s.Runs, kills, s.LoaderOOMKills, slow,
+		paused := "0"
+		if s.Pauses > 0 {
+			paused = fmt.Sprintf("%s (%d)", fmtStat(s.Paused, 1, "%.1f"), s.Pauses)
+		}
+		once := "–"
+		if s.KeysChecked > 0 {
+			once = fmt.Sprintf("%d/%d", s.ExactlyOnce, s.KeysChecked)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d/%d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			FormatBytes(s.Limit), s.cellLabel(), s.Loader, s.Finished, s.Runs, kills, s.LoaderOOMKills, slow, speed, paused, once, spike,
 			fmtStatOr(s.PSISome, "%.1f"), fmtStatOr(s.PSIFull, "%.1f"), fmtStatOr(s.Fluctuation, "%.1f"))
 	}
-	b.WriteString("\nco-tenant OOM kills: runs in which the kernel's OOM killer chose the co-tenant (told apart from the loader's own kills and from the harness's SIGKILL at a timeout), over runs; × alone: the loader's wall time over its own run without a co-tenant in the same round, where both finished; PSI: growth of the group's memory.pressure some/full totals over the run, in % of its wall time; fluctuation: stddev/mean of the group's memory.current (20 Hz) from the end of the warm-up and of the co-tenant's ramp to the last batch. Medians, range over rounds in parentheses.\n")
+	b.WriteString("\nco-tenant OOM kills: runs in which the kernel's OOM killer chose the co-tenant (told apart from the loader's own kills and from the harness's SIGKILL at a timeout), over runs; × alone: the loader's wall time (and samples/s) over its own run without a co-tenant in the same round, where both finished; paused: seconds paused below the floor per run, from the loader's pause and resume events (pauses over all runs in parentheses); exactly once: runs in which every sample of every epoch arrived once, from the batches' keys, over runs that sent keys; ≤ alone + 1.5 × spike: finished spike runs whose wall time was at most the alone run's plus 1.5 × the spike's hold; PSI: growth of the group's memory.pressure some/full totals over the run, in % of its wall time; fluctuation: stddev/mean of the group's memory.current (20 Hz) from the end of the warm-up and of the co-tenant's ramp to the last batch. Medians, range over rounds in parentheses.\n")
 }
 
 // fmtShare writes a co-tenant share: "alone" for 0, else a percentage.
@@ -241,16 +318,11 @@ func fmtRatio(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// FormatBytes writes a memory limit for people: "none" for 0 or less, whole MiB or GiB
-// where exact, else bytes.
+// FormatBytes writes a memory limit for people: "none" for 0 or less, else
+// [bytesize.Human] ("256 MiB", "2 GiB").
 func FormatBytes(n int64) string {
-	switch {
-	case n <= 0:
+	if n <= 0 {
 		return "none"
-	case n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
 	}
-	return fmt.Sprintf("%d B", n)
+	return bytesize.Human(n)
 }

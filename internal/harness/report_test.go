@@ -21,7 +21,7 @@ func TestSummarizeAndMarkdown(t *testing.T) {
 		{Loader: "psiflow", Limit: 192 << 20, Round: 1, Outcome: Failed, PeakBytes: 50 << 20},
 	}
 	loaders := []Loader{{Name: "dataloader", Argv: []string{"python3", "dataloader.py"}}, {Name: "psiflow", Argv: []string{"loader"}}}
-	sums := summarize(runs, loaders, []int64{0, 192 << 20}, []float64{0}, "dataloader")
+	sums := summarize(runs, loaders, []int64{0, 192 << 20}, []Shape{{Kind: Alone}}, "dataloader")
 	if len(sums) != 4 {
 		t.Fatalf("%d summaries, want 4", len(sums))
 	}

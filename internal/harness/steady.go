@@ -80,3 +80,26 @@ func psiDelta(a, b pressure.PSI, wall time.Duration, path string) PSITotals {
 	}
 	return t
 }
+
+// steadyWindow computes the fluctuation of memory.current from the arrival of the last
+// warm-up batch (the first batch without warm-up), or the co-tenant's held event if
+// later, to the arrival of the last batch. A co-tenant that never held its memory
+// leaves no steady state.
+func steadyWindow(timeline []Point, arrived []float64, warmup int, co *coProc) Fluctuation {
+	if len(arrived) == 0 {
+		return Fluctuation{}
+	}
+	from := arrived[max(warmup-1, 0)]
+	to := arrived[len(arrived)-1]
+	if co != nil {
+		h := co.heldAt()
+		if h == 0 {
+			return Fluctuation{}
+		}
+		from = max(from, h.Seconds())
+	}
+	if from >= to {
+		return Fluctuation{From: from, To: to}
+	}
+	return SteadyFluctuation(timeline, from, to)
+}

@@ -1,9 +1,10 @@
 // Package uring is a thin io_uring binding written directly on golang.org/x/sys/unix.
 //
 // It owns the ring itself: io_uring_setup, the three mmap'd regions (submission
-// ring, completion ring, submission entries), preparing READ, READ_FIXED, READV
-// and NOP entries, batched submission and completion reaping through
-// io_uring_enter, registration of buffers and files, and the opcode probe.
+// ring, completion ring, submission entries), preparing READ, READ_FIXED, READV,
+// ASYNC_CANCEL and NOP entries, batched submission and completion reaping
+// through io_uring_enter (with a timeout, [Ring.SubmitWait], so a waiter can
+// look at its context), registration of buffers and files, and the opcode probe.
 //
 // It does not own policy: which backend to use, fallback to pread, buffer
 // pools, retries of short reads or admission control live in package source.

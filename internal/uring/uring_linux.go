@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -16,10 +17,11 @@ var ErrUnsupported = errors.New("uring: io_uring is only available on Linux")
 
 // Opcodes used by psiflow (include/uapi/linux/io_uring.h).
 const (
-	OpNop       uint8 = 0
-	OpReadv     uint8 = 1
-	OpReadFixed uint8 = 4
-	OpRead      uint8 = 22
+	OpNop         uint8 = 0
+	OpReadv       uint8 = 1
+	OpReadFixed   uint8 = 4
+	OpAsyncCancel uint8 = 14
+	OpRead        uint8 = 22
 )
 
 // Setup flags.
@@ -33,6 +35,9 @@ const (
 const (
 	FeatSingleMmap uint32 = 1 << 0
 	FeatNoDrop     uint32 = 1 << 1
+	// FeatExtArg: io_uring_enter takes a timeout (Linux 5.11), which
+	// [Ring.SubmitWait] needs.
+	FeatExtArg uint32 = 1 << 8
 )
 
 // SQE flags.
@@ -46,6 +51,7 @@ const (
 	offSQEs   uint64 = 0x10000000
 
 	enterGetEvents uint32 = 1 << 0
+	enterExtArg    uint32 = 1 << 3
 
 	regBuffers     = 0
 	unregBuffers   = 1
@@ -124,6 +130,10 @@ type Ring struct {
 	cqMask         uint32
 	cqes           unsafe.Pointer
 	cqEntries      uint32
+
+	// The timed wait's arguments live here, off the goroutine's stack, while the kernel reads them.
+	waitTS  unix.Timespec
+	waitArg getEventsArg
 }
 
 // New creates a ring with at least entries submission slots. flags are
@@ -302,6 +312,63 @@ func (r *Ring) Submit(waitFor uint32) (int, error) {
 	}
 }
 
+// ErrTimeout is returned by [Ring.SubmitWait] when the timeout passed
+// before the completions waited for arrived.
+var ErrTimeout = errors.New("uring: wait timed out")
+
+// getEventsArg is struct io_uring_getevents_arg.
+type getEventsArg struct {
+	sigmask   uint64
+	sigmaskSz uint32
+	minWait   uint32
+	ts        uint64
+}
+
+// SubmitWait publishes the prepared entries and waits for at least waitFor
+// completions, or until timeout has passed: then it returns [ErrTimeout]
+// (entries prepared before the call are submitted either way). A caller that
+// must stay cancellable waits in slices of a timeout and checks its context
+// in between. It needs [FeatExtArg] (Linux 5.11); without it, it returns
+// [ErrUnsupported]. EINTR is retried with the remaining time.
+func (r *Ring) SubmitWait(waitFor uint32, timeout time.Duration) (int, error) {
+	if r.features&FeatExtArg == 0 {
+		return 0, fmt.Errorf("uring: timed wait: %w (kernel without IORING_FEAT_EXT_ARG, Linux ≥ 5.11 needed)", ErrUnsupported)
+	}
+	atomic.StoreUint32(r.sqTail, r.sqeTail)
+	deadline := time.Now().Add(timeout)
+	submitted := 0
+	for {
+		toSubmit := r.sqeTail - atomic.LoadUint32(r.sqHead)
+		left := max(time.Until(deadline), 0)
+		r.waitTS = unix.NsecToTimespec(left.Nanoseconds())
+		r.waitArg = getEventsArg{ts: uint64(uintptr(unsafe.Pointer(&r.waitTS)))}
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(waitFor),
+			uintptr(enterGetEvents|enterExtArg), uintptr(unsafe.Pointer(&r.waitArg)), unsafe.Sizeof(r.waitArg))
+		switch errno {
+		case 0:
+			// With entries submitted the kernel reports their number even when
+			// the wait then timed out: the completions say which it was.
+			submitted += int(n)
+			if r.CQReady() >= waitFor {
+				return submitted, nil
+			}
+			if !time.Now().Before(deadline) {
+				return submitted, ErrTimeout
+			}
+			continue
+		case unix.ETIME:
+			return submitted, ErrTimeout
+		case unix.EINTR:
+			if time.Now().After(deadline) {
+				return submitted, ErrTimeout
+			}
+			continue
+		default:
+			return submitted + int(n), fmt.Errorf("uring: io_uring_enter(submit %d, wait %d, timeout %v): %w", toSubmit, waitFor, left, errno)
+		}
+	}
+}
+
 // PeekCQE returns the oldest unreaped completion without waiting, or false when there is none.
 // Call [Ring.CQESeen] after using it.
 func (r *Ring) PeekCQE() (CQE, bool) {
@@ -347,6 +414,16 @@ func (e *SQE) PrepReadv(fd int32, iovs []unix.Iovec, off uint64) {
 		e.Addr = uint64(uintptr(unsafe.Pointer(&iovs[0])))
 	}
 	e.Len = uint32(len(iovs))
+}
+
+// PrepCancel fills e for IORING_OP_ASYNC_CANCEL of the request submitted
+// with user data target. Its own completion carries 0 (cancelled), -ENOENT
+// (no such request: it completed already) or -EALREADY (running: the kernel
+// interrupts it where it can, and the request completes on its own).
+func (e *SQE) PrepCancel(target uint64) {
+	e.Opcode = OpAsyncCancel
+	e.FD = -1
+	e.Addr = target
 }
 
 // PrepNop fills e for IORING_OP_NOP.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -206,5 +207,55 @@ func TestBadFD(t *testing.T) {
 func TestSizes(t *testing.T) {
 	if unsafe.Sizeof(SQE{}) != 64 || unsafe.Sizeof(CQE{}) != 16 {
 		t.Fatal("ABI sizes wrong")
+	}
+}
+
+// TestTimedWaitAndCancel parks a read on an empty pipe (it waits in the
+// kernel), sees a timed wait return ErrTimeout while it is parked, cancels it
+// and reaps both completions.
+func TestTimedWaitAndCancel(t *testing.T) {
+	r := newRing(t, 4)
+	if r.Features()&FeatExtArg == 0 {
+		t.Skip("kernel without IORING_FEAT_EXT_ARG")
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	buf := mmapBuf(t, 4096)
+	e := r.SQE()
+	e.PrepRead(int32(p[0]), buf, 0)
+	e.UserData = 7
+	if _, err := r.SubmitWait(1, 20*time.Millisecond); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("wait on a parked read: %v, want ErrTimeout", err)
+	}
+	if r.CQReady() != 0 {
+		t.Fatal("a read of an empty pipe completed")
+	}
+	e = r.SQE()
+	e.PrepCancel(7)
+	e.UserData = 8
+	got := map[uint64]int32{}
+	deadline := time.Now().Add(time.Minute)
+	for len(got) < 2 && time.Now().Before(deadline) {
+		if _, err := r.SubmitWait(1, time.Second); err != nil && !errors.Is(err, ErrTimeout) {
+			t.Fatal(err)
+		}
+		for {
+			c, ok := r.PeekCQE()
+			if !ok {
+				break
+			}
+			got[c.UserData] = c.Res
+			r.CQESeen()
+		}
+	}
+	if res, ok := got[7]; !ok || (unix.Errno(-res) != unix.ECANCELED && unix.Errno(-res) != unix.EINTR) {
+		t.Fatalf("cancelled read: %v (present %v), want -ECANCELED or -EINTR", unix.Errno(-res), ok)
+	}
+	if res, ok := got[8]; !ok || res < 0 && unix.Errno(-res) != unix.EALREADY {
+		t.Fatalf("cancel: %v (present %v)", unix.Errno(-res), ok)
 	}
 }

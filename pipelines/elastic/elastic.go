@@ -14,6 +14,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/umabuf"
@@ -194,7 +195,7 @@ func New(cfg Config) (_ *Runtime, err error) {
 			return nil, fmt.Errorf("elastic: %w", err)
 		}
 		budget = b
-		r.info("budget: %s in flight, a quarter of the memory limit (%s)", pressure.MiB(b), src)
+		r.info("budget: %s in flight, a quarter of the memory limit (%s)", bytesize.Human(b), src)
 	}
 	if r.budget, err = flow.NewBudget(budget); err != nil {
 		return nil, fmt.Errorf("elastic: %w", err)
@@ -216,7 +217,7 @@ func New(cfg Config) (_ *Runtime, err error) {
 		if n, err := LockProgramText(); err != nil {
 			r.info("program text: not locked (%v)", err)
 		} else {
-			r.info("program text: %s of mappings locked as faulted in (mlock2 MLOCK_ONFAULT)", pressure.MiB(n))
+			r.info("program text: %s of mappings locked as faulted in (mlock2 MLOCK_ONFAULT)", bytesize.Human(n))
 		}
 	}
 	if cfg.Mode == Elastic {
@@ -229,7 +230,7 @@ func New(cfg Config) (_ *Runtime, err error) {
 			return nil, fmt.Errorf("elastic: %w", err)
 		}
 		r.info("budget: follows the cgroup's headroom between its floor %s and %s (loader floor %s)",
-			pressure.MiB(cfg.BudgetFloor), pressure.MiB(cfg.MaxBudget), pressure.MiB(cfg.Floor))
+			bytesize.Human(cfg.BudgetFloor), bytesize.Human(cfg.MaxBudget), bytesize.Human(cfg.Floor))
 	}
 	if cfg.Pressure {
 		tc := cfg.Throttle
@@ -255,7 +256,7 @@ func New(cfg Config) (_ *Runtime, err error) {
 		if rep, err := r.head.Update(); err == nil {
 			r.applyHeadroom(rep)
 		} else {
-			r.info("headroom: %v (budget stays at %s until a sample succeeds)", err, pressure.MiB(budget))
+			r.info("headroom: %v (budget stays at %s until a sample succeeds)", err, bytesize.Human(budget))
 		}
 	}
 	return r, nil
@@ -287,7 +288,7 @@ func (r *Runtime) openBuffers() error {
 			return fmt.Errorf("elastic: %w", err)
 		}
 		r.m.reg.Set(float64(size))
-		r.info("read buffers: a %s UMA pool registered with the rings (fixed)", pressure.MiB(size))
+		r.info("read buffers: a %s UMA pool registered with the rings (fixed)", bytesize.Human(size))
 		return nil
 	}
 	spill := r.cfg.MaxBudget + max(4<<20, r.cfg.MaxBudget/8)
@@ -297,7 +298,7 @@ func (r *Runtime) openBuffers() error {
 	r.bufs = r.rb
 	r.m.reg.Set(float64(r.rb.Registered()))
 	r.info("read buffers: %s registered with the rings (the reads in flight), overflow and pressure into an unregistered pool given back under pressure",
-		pressure.MiB(r.rb.Registered()))
+		bytesize.Human(r.rb.Registered()))
 	return nil
 }
 
@@ -413,7 +414,7 @@ func (r *Runtime) NextEpoch() error {
 	}
 	if d > 0 {
 		r.m.ran(ActionReadBuffers, d)
-		r.info("read buffers: %s registered after pressure (%s unregistered)", pressure.MiB(r.rb.Registered()), pressure.MiB(d))
+		r.info("read buffers: %s registered after pressure (%s unregistered)", bytesize.Human(r.rb.Registered()), bytesize.Human(d))
 	}
 	r.m.reg.Set(float64(r.rb.Registered()))
 	return nil

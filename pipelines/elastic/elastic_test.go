@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/uma"
 )
@@ -224,12 +225,12 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 		t.Fatalf("OnHeadroom saw %+v, want the one report applied, %+v", seen, rep)
 	}
 	if rt.Budget().Limit() != 16*mib {
-		t.Fatalf("co-tenant at 210 MiB: budget %s, want the budget floor 16 MiB", pressure.MiB(rt.Budget().Limit()))
+		t.Fatalf("co-tenant at 210 MiB: budget %s, want the budget floor 16 MiB", bytesize.Human(rt.Budget().Limit()))
 	}
 	mu.Lock()
 	n := 0
 	for _, s := range infos {
-		if strings.Contains(s, "below its floor of 40.0 MiB: running at its floor") {
+		if strings.Contains(s, "below its floor of 40 MiB: running at its floor") {
 			n++
 		}
 	}
@@ -245,7 +246,7 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 	rep, _ = rt.Headroom().Update()
 	rt.applyHeadroom(rep)
 	if rt.Budget().Limit() != 64*mib {
-		t.Fatalf("after the co-tenant left: budget %s", pressure.MiB(rt.Budget().Limit()))
+		t.Fatalf("after the co-tenant left: budget %s", bytesize.Human(rt.Budget().Limit()))
 	}
 	rt.onLevel(pressure.LevelNormal, pressure.LevelSome, time.Now())
 	if rt.Workers().Limit() != 2 || !rt.ReadBuffers().spilling.Load() {
@@ -253,7 +254,7 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 	}
 	rt.onLevel(pressure.LevelSome, pressure.LevelFull, time.Now())
 	if rt.Workers().Limit() != 1 || rt.Budget().Limit() != 16*mib {
-		t.Fatalf("at Full: workers %d budget %s; want 1 and the floor", rt.Workers().Limit(), pressure.MiB(rt.Budget().Limit()))
+		t.Fatalf("at Full: workers %d budget %s; want 1 and the floor", rt.Workers().Limit(), bytesize.Human(rt.Budget().Limit()))
 	}
 	rt.onLevel(pressure.LevelFull, pressure.LevelNormal, time.Now())
 	if rt.Workers().Limit() != 4+WorkerSlack || rt.Budget().Limit() != 64*mib || rt.ReadBuffers().spilling.Load() {
@@ -344,7 +345,7 @@ func TestRuntimeFitsWithinAllowance(t *testing.T) {
 		// outside Go (what the loader holds beyond the Go runtime's own).
 		nonGo := max(0, tt.self-goMemoryUsed())
 		if lim := debug.SetMemoryLimit(-1); lim > max(goMinimum, rep.Allowance-nonGo)+mib {
-			t.Errorf("%s: Go memory limit %s above allowance %s − other memory %s", tt.name, pressure.MiB(lim), pressure.MiB(rep.Allowance), pressure.MiB(nonGo))
+			t.Errorf("%s: Go memory limit %s above allowance %s − other memory %s", tt.name, bytesize.Human(lim), bytesize.Human(rep.Allowance), bytesize.Human(nonGo))
 		}
 	}
 }
@@ -391,7 +392,7 @@ func TestRuntimeStopsBelowFloor(t *testing.T) {
 			switch {
 			case tt.wantStop && (!errors.As(err, &bfe) || !errors.Is(err, ErrBelowFloor)):
 				t.Fatalf("Run = %v, want a BelowFloorError", err)
-			case tt.wantStop && !strings.Contains(err.Error(), "leaves the loader 30.0 MiB") || tt.wantStop && !strings.Contains(err.Error(), "floor of 40.0 MiB"):
+			case tt.wantStop && !strings.Contains(err.Error(), "leaves the loader 30 MiB") || tt.wantStop && !strings.Contains(err.Error(), "floor of 40 MiB"):
 				t.Fatalf("message %q does not name the 30 MiB left and the 40 MiB floor", err)
 			case !tt.wantStop && !errors.Is(err, errDone):
 				t.Fatalf("Run = %v, want the sink's own end", err)

@@ -7,6 +7,7 @@ import (
 	rtmetrics "runtime/metrics"
 	"time"
 
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pressure"
 )
 
@@ -51,8 +52,8 @@ func (r *Runtime) fitLocked(rep pressure.HeadroomReport) {
 	r.fit.on = over > 0
 	if trace {
 		fmt.Fprintf(os.Stderr, "psiflow-trace: self %s allowance %s current %s others %s go %s nongo %s golimit %s budget %s over %s level %s\n",
-			pressure.MiB(rep.Self), pressure.MiB(rep.Allowance), pressure.MiB(rep.Current), pressure.MiB(rep.Others()),
-			pressure.MiB(goUsed), pressure.MiB(nonGo), pressure.MiB(r.goFit.Load()), pressure.MiB(r.budget.Limit()), pressure.MiB(over), r.Level())
+			bytesize.Human(rep.Self), bytesize.Human(rep.Allowance), bytesize.Human(rep.Current), bytesize.Human(rep.Others()),
+			bytesize.Human(goUsed), bytesize.Human(nonGo), bytesize.Human(r.goFit.Load()), bytesize.Human(r.budget.Limit()), bytesize.Human(over), r.Level())
 	}
 	if r.fit.on != was {
 		r.setWorkersLocked()
@@ -128,7 +129,7 @@ type BelowFloorError struct {
 func (e *BelowFloorError) Error() string {
 	r := e.Report
 	return fmt.Sprintf("stopped: the cgroup (%s) leaves the loader %s (limit %s − others %s − reserve %s), below its floor of %s; stopping rather than risk the co-tenant's OOM kill (-below-floor run runs on at the floor)",
-		r.Source, pressure.MiB(r.Current), pressure.MiB(r.Limit), pressure.MiB(r.Others()), pressure.MiB(r.Reserve), pressure.MiB(e.Floor))
+		r.Source, bytesize.Human(r.Current), bytesize.Human(r.Limit), bytesize.Human(r.Others()), bytesize.Human(r.Reserve), bytesize.Human(e.Floor))
 }
 
 // Is makes errors.Is(err, ErrBelowFloor) true.

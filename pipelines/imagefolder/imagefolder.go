@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"github.com/psiflow/psiflow/source/umabuf"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 	"github.com/psiflow/psiflow/uma"
 	"github.com/psiflow/psiflow/uma/umacache"
 )
@@ -47,7 +46,15 @@ type Config struct {
 	Ordered   bool   // keep file order through decoding
 	Shuffle   bool   // shuffle the file order every epoch (seeded by Seed and the epoch)
 	Seed      uint64 // seed of the shuffle
-	DropCache bool   // drop each file's page cache once read
+
+	// Rank and WorldSize shard the folder as DistributedSampler does (0 and 0:
+	// not sharded); a front-end that follows torchrun passes source.EnvSharding's.
+	Rank, WorldSize int
+	// DropLast cuts the end of each epoch so every rank reads the same number of
+	// files; without it the epoch is padded by repeating its first files.
+	DropLast bool
+
+	DropCache bool // drop each file's page cache once read
 	// Direct reads with O_DIRECT, past the page cache: the reads charge nothing to
 	// the cgroup beyond their buffers, so a loader at its limit beside a co-tenant
 	// does not make the kernel reclaim for every file. A file system that refuses
@@ -180,7 +187,7 @@ type Hooks struct {
 	// report its pressure levels or shed actions after Run).
 	Runtime func(*elastic.Runtime)
 	// Consume receives every batch; the graph releases the batch when it returns.
-	Consume func(ctx context.Context, b *decode.Batch) error
+	Consume func(ctx context.Context, b *tensor.Batch) error
 	// Info receives one line for each choice made at start (reader, decoder, buffers).
 	Info func(string)
 	// Progress, when not nil, is called about every Interval from another goroutine
@@ -223,9 +230,18 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	}
 	labelOf := func(string) int64 { return -1 }
 	if cfg.Labels {
-		if labelOf, err = ClassIndex(cfg.Dir); err != nil {
+		classes, err := source.ClassIndex(cfg.Dir)
+		if err != nil {
 			return progress.Summary{}, err
 		}
+		var outside []string
+		if files, outside, err = classes.Members(files); err != nil {
+			return progress.Summary{}, err
+		}
+		if n := classes.OutsideNotice(outside); n != "" {
+			hooks.info("%s", n)
+		}
+		labelOf = classes.Label
 	}
 	dec, err := decode.NewDecoder(decode.Options{Backend: cfg.Backend, MaxPixels: cfg.MaxPixels})
 	if err != nil {
@@ -361,7 +377,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 			return e
 		}
 	}
-	consume := func(ctx context.Context, b *decode.Batch) error {
+	consume := func(ctx context.Context, b *tensor.Batch) error {
 		mu.Lock()
 		sum.Items += int64(len(b.Keys))
 		sum.Batches++
@@ -388,7 +404,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		// Decoded bytes are reserved from the graph's budget before decoding.
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
 			Workers: cfg.Workers, Ordered: cfg.Ordered, Observer: hooks.Decodes,
-			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: decode.CHW},
+			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: tensor.CHW},
 			Budget:    g.Budget(), Skip: cfg.skipPolicy(skipped),
 		}, get)
 		if err != nil {
@@ -396,11 +412,11 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		}
 		// narrow admits a file to decoding only while a decode slot is free: the
 		// memory runtime narrows decoding under pressure.
-		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*decode.Sample] {
+		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*tensor.Sample] {
 			return flow.Via(flow.Via(in, elastic.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
 		}
-		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
-		var decoded flow.Stream[*decode.Sample]
+		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Rank: cfg.Rank, WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
+		var decoded flow.Stream[*tensor.Sample]
 		var lateMu sync.Mutex
 		switch {
 		case cache == nil:
@@ -423,15 +439,15 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 			case cache.mode == CacheEncoded:
 				decoded = narrow(read)
 			case len(hits) > 0:
-				tensor := int64(3 * cfg.Crop * cfg.Crop)
-				cached := hitSource(g, cache, hits, tensor, &late, &lateMu, cache.decodedHit(cfg.Crop))
-				decoded = flow.Merge([]flow.Stream[*decode.Sample]{tapPut(cache, narrow(read)), cached}, "merge")
+				sampleBytes := int64(3 * cfg.Crop * cfg.Crop)
+				cached := hitSource(g, cache, hits, sampleBytes, &late, &lateMu, cache.decodedHit(cfg.Crop))
+				decoded = flow.Merge([]flow.Stream[*tensor.Sample]{tapPut(cache, narrow(read)), cached}, "merge")
 			default:
 				decoded = tapPut(cache, narrow(read))
 			}
 		}
-		batches := flow.Via(decoded, stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
-		collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(1))
+		batches := flow.Via(decoded, stage.Batch[*tensor.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
+		collated := flow.Via(batches, tensor.Collate("collate"), flow.QueueSize(1))
 		flow.Sink(collated, "consume", consume)
 		mu.Lock()
 		current = g
@@ -495,43 +511,4 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		}
 	}
 	return sum, nil
-}
-
-// ClassIndex returns ImageFolder's labelling of root: the index of a file's top-level
-// directory among the sorted class directories of root, symlinked ones included (-1 for
-// files outside one).
-func ClassIndex(root string) (func(path string) int64, error) {
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		return nil, err
-	}
-	var classes []string
-	for _, e := range entries {
-		if e.IsDir() {
-			classes = append(classes, e.Name())
-		} else if e.Type()&os.ModeSymlink != 0 { // a symlinked class folder is a class too
-			if st, err := os.Stat(filepath.Join(root, e.Name())); err == nil && st.IsDir() {
-				classes = append(classes, e.Name())
-			}
-		}
-	}
-	sort.Strings(classes)
-	idx := make(map[string]int64, len(classes))
-	for i, name := range classes {
-		idx[name] = int64(i)
-	}
-	return func(path string) int64 {
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return -1
-		}
-		first, _, ok := strings.Cut(rel, string(filepath.Separator))
-		if !ok {
-			return -1
-		}
-		if i, ok := idx[first]; ok {
-			return i
-		}
-		return -1
-	}, nil
 }

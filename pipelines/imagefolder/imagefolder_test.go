@@ -22,7 +22,7 @@ import (
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func TestMain(m *testing.M) {
@@ -124,7 +124,7 @@ func TestRunDeliversBatches(t *testing.T) {
 			labels := map[int64]int{}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			sum, err := Run(ctx, c, Hooks{Consume: func(_ context.Context, b *decode.Batch) error {
+			sum, err := Run(ctx, c, Hooks{Consume: func(_ context.Context, b *tensor.Batch) error {
 				mu.Lock()
 				defer mu.Unlock()
 				sizes = append(sizes, len(b.Keys))
@@ -210,39 +210,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestClassIndex(t *testing.T) {
-	root := writeFolder(t, 2)
-	label, err := ClassIndex(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for path, want := range map[string]int64{
-		filepath.Join(root, "class0", "000.jpg"): 0,
-		filepath.Join(root, "class1", "001.jpg"): 1,
-		filepath.Join(root, "loose.jpg"):         -1,
-		filepath.Join(root, "other", "x.jpg"):    -1,
-	} {
-		if got := label(path); got != want {
-			t.Errorf("label(%s) = %d, want %d", path, got, want)
-		}
-	}
-}
-
-func TestClassIndexFollowsSymlinkedClasses(t *testing.T) {
-	root := writeFolder(t, 2)
-	elsewhere := t.TempDir()
-	if err := os.Symlink(elsewhere, filepath.Join(root, "class2")); err != nil {
-		t.Fatal(err)
-	}
-	label, err := ClassIndex(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := label(filepath.Join(root, "class2", "x.jpg")); got != 2 {
-		t.Fatalf("label in a symlinked class folder = %d, want 2", got)
-	}
-}
-
 func TestRunWithMemoryRejectsRunHook(t *testing.T) {
 	root := writeFolder(t, 3)
 	_, err := Run(context.Background(), smallConfig(root), Hooks{Run: func(ctx context.Context, g *flow.Graph) error { return g.Run(ctx) }})
@@ -298,7 +265,7 @@ func TestSkipBadImages(t *testing.T) {
 		delivered := map[string]int{}
 		skipped := map[string]int{}
 		sum, err := Run(context.Background(), c, Hooks{
-			Consume: func(_ context.Context, b *decode.Batch) error {
+			Consume: func(_ context.Context, b *tensor.Batch) error {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, k := range b.Keys {

@@ -13,6 +13,8 @@ import time
 
 import numpy as np
 
+from . import _binary
+
 PROTOCOL_VERSION = 1
 _DTYPES = {"uint8": np.uint8, "float32": np.float32}
 _MAX_MSG = 1 << 22
@@ -260,14 +262,15 @@ class Loader:
     batches (see Client for auto_release and torch).
 
     data: the folder (ImageFolder layout: DATA/<class>/<image>).
-    psiflow_bin: the psiflow program (default: $PSIFLOW_BIN, else "psiflow" on PATH).
+    psiflow_bin: the psiflow program (default: $PSIFLOW_BIN, else the one installed
+    with this package, else "psiflow" on PATH).
     args: more ``psiflow serve`` flags, e.g. ["-batch", "32", "-epochs", "2"].
     slots: batches outstanding at once (the shared ring's length).
     """
 
     def __init__(self, data=None, psiflow_bin=None, args=(), slots=4, auto_release=True, torch=False,
                  batch_size=None, start_timeout=60.0):
-        self.bin = psiflow_bin or os.environ.get("PSIFLOW_BIN") or "psiflow"
+        self.bin = _binary.find(psiflow_bin)
         self._dir = tempfile.mkdtemp(prefix="psiflow-")
         self.socket_path = os.path.join(self._dir, "sink.sock")
         cmd = [self.bin, "serve", "-socket", self.socket_path, "-slots", str(slots)]

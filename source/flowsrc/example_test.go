@@ -12,6 +12,7 @@ import (
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // The README's image-folder loader: read through io_uring (pread where it is
@@ -48,15 +49,15 @@ func Example_imageFolder() {
 	defer dec.Close()
 	decoded, err := decode.NewStage("decode", dec, decode.StageConfig{
 		Workers:   runtime.NumCPU(),
-		Transform: decode.Transform{Resize: 256, CenterCrop: 224, Layout: decode.CHW},
+		Transform: decode.Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW},
 	}, func(s *source.Sample) decode.Encoded { return decode.Encoded{Key: s.Key, Data: s.Fields[0].Data} })
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	images := flow.Via(samples, decoded)
-	batches := flow.Via(flow.Batch(images, "batch", 64, 0), decode.Collate("collate"))
-	flow.Sink(batches, "train", func(ctx context.Context, b *decode.Batch) error {
+	batches := flow.Via(flow.Batch(images, "batch", 64, 0), tensor.Collate("collate"))
+	flow.Sink(batches, "train", func(ctx context.Context, b *tensor.Batch) error {
 		_ = b.Tensor // hand the [64, 3, 224, 224] uint8 tensor to the training step
 		return nil
 	})

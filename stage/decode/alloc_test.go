@@ -4,6 +4,8 @@ import (
 	"image"
 	"os"
 	"testing"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // TestSteadyStateAllocs: once a Decoder (or Processor) has decoded one image
@@ -45,9 +47,9 @@ func TestSteadyStateAllocs(t *testing.T) {
 			return b
 		}},
 		{name: "processor resize+crop CHW", data: func(t *testing.T) []byte { return encodeJPEG(t, synthRGB(500, 375, 1, 24), 85) },
-			tr: &Transform{Resize: 256, CenterCrop: 224, Layout: CHW}},
+			tr: &Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW}},
 		{name: "processor random crop flip normalised", data: func(t *testing.T) []byte { return encodeJPEG(t, synthRGB(500, 375, 1, 24), 85) },
-			tr: &Transform{Resize: 256, RandomCrop: 224, FlipProb: 0.5, Layout: CHW, Normalize: norm, Seed: 7}},
+			tr: &Transform{Resize: 256, RandomCrop: 224, FlipProb: 0.5, Layout: tensor.CHW, Normalize: norm, Seed: 7}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,7 +64,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var out Tensor
+				var out tensor.Tensor
 				run = func() error { return p.Process(&out, data, "alloc.jpg") }
 			}
 			if err := run(); err != nil { // sizes the reused buffers

@@ -3,6 +3,8 @@ package decode
 import (
 	"sync"
 	"testing"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // benchJPEG is an ImageNet-like 500×375 q85 JPEG (≈100 KiB: noisy, so
@@ -136,12 +138,12 @@ func BenchmarkToTensor(b *testing.B) {
 		norm *Normalizer
 	}{{"uint8", nil}, {"float32", ImageNet()}} {
 		b.Run(c.name, func(b *testing.B) {
-			var tt Tensor
-			_ = ToTensor(&tt, src, CHW, c.norm) // warm-up
+			var tt tensor.Tensor
+			_ = ToTensor(&tt, src, tensor.CHW, c.norm) // warm-up
 			b.ReportAllocs()
 			cm := startCPU(b)
 			for b.Loop() {
-				if err := ToTensor(&tt, src, CHW, c.norm); err != nil {
+				if err := ToTensor(&tt, src, tensor.CHW, c.norm); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -156,7 +158,7 @@ func BenchmarkTransform(b *testing.B) {
 	src := benchImage(b)
 	var r Resizer
 	var mid, crop Image
-	var tt Tensor
+	var tt tensor.Tensor
 	step := func() error {
 		if err := r.ResizeShorter(&mid, src, 256); err != nil {
 			return err
@@ -165,7 +167,7 @@ func BenchmarkTransform(b *testing.B) {
 			return err
 		}
 		HFlip(&crop)
-		return ToTensor(&tt, &crop, CHW, nil)
+		return ToTensor(&tt, &crop, tensor.CHW, nil)
 	}
 	_ = step() // warm-up
 	b.ReportAllocs()
@@ -178,7 +180,7 @@ func BenchmarkTransform(b *testing.B) {
 			b.Fatal(err)
 		}
 		HFlip(&crop)
-		if err := ToTensor(&tt, &crop, CHW, nil); err != nil {
+		if err := ToTensor(&tt, &crop, tensor.CHW, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -199,11 +201,11 @@ func BenchmarkProcess(b *testing.B) {
 				b.Skip(err)
 			}
 			defer d.Close()
-			p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224, Layout: CHW}, 0)
+			p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW}, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
-			var tt Tensor
+			var tt tensor.Tensor
 			_ = p.Process(&tt, data, "bench.jpg") // warm-up
 			b.ReportAllocs()
 			cm := startCPU(b)

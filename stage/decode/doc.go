@@ -2,7 +2,7 @@
 // libjpeg-turbo's TurboJPEG API loaded at run time (package
 // [github.com/psiflow/psiflow/stage/decode/turbojpeg]) with the standard
 // library's image/jpeg as the fallback, PNG through the standard library,
-// raw bytes, and Arrow columns; then the image transforms a training loader
+// and raw bytes; then the image transforms a training loader
 // needs: resize of the shorter side with antialiasing (bit-compatible with
 // Pillow's bilinear resize, which torchvision's Resize uses on PIL images),
 // center and random crop, horizontal flip, HWC or CHW layout and optional
@@ -19,13 +19,13 @@
 //     allocate nothing in steady state.
 //   - [Processor]: decode plus a [Transform] with reusable scratch, the unit a
 //     stage worker runs; [NewStage], the parallel decode stage built on it
-//     (pooled [Sample] outputs), and [Collate], which packs batches of samples
-//     into one contiguous [Batch] tensor.
-//   - Arrow columns to tensors ([ArrowToUint8], [ArrowToFloat32]).
+//     (pooled [tensor.Sample] outputs).
 //
 // # What it does not own
 //
 // Reading files (package source), batching and parallelism (package stage),
+// the tensor, sample and batch types and collation (package tensor), Arrow
+// columns as tensors (package tensor/tensorarrow),
 // where tensor memory comes from (the caller passes buffers; UMA-backed ones
 // work), and anything GPU.
 //

@@ -9,6 +9,7 @@ import (
 	"image/png"
 
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func samplePNG(w, h int) []byte {
@@ -33,13 +34,13 @@ func ExampleProcessor() {
 	}
 	defer dec.Close()
 	p, err := decode.NewProcessor(dec, decode.Transform{
-		Resize: 256, CenterCrop: 224, Layout: decode.CHW, Normalize: decode.ImageNet(),
+		Resize: 256, CenterCrop: 224, Layout: tensor.CHW, Normalize: decode.ImageNet(),
 	}, 0)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	var t decode.Tensor
+	var t tensor.Tensor
 	if err := p.Process(&t, samplePNG(400, 300), "sample.png"); err != nil {
 		fmt.Println(err)
 		return

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // fuzzMaxPixels bounds what a fuzzed input may make the decoders allocate.
@@ -119,11 +121,11 @@ func FuzzDecode(f *testing.F) {
 			case err == nil && (m.W != in.DecodedW || m.H != in.DecodedH || int64(len(m.Pix)) > in.DecodeBytes):
 				t.Fatalf("%s: decoded %d×%d in %d bytes, Inspect said %d×%d within %d", d.Backend(), m.W, m.H, len(m.Pix), in.DecodedW, in.DecodedH, in.DecodeBytes)
 			}
-			p, err := NewProcessor(d, Transform{Resize: 20, CenterCrop: 16, Layout: CHW}, 0)
+			p, err := NewProcessor(d, Transform{Resize: 20, CenterCrop: 16, Layout: tensor.CHW}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out Tensor
+			var out tensor.Tensor
 			plan, perr := p.Plan(data, "fuzz")
 			if err := p.Process(&out, data, "fuzz"); err == nil {
 				if perr != nil || len(out.U8) != 3*16*16 || plan.OutW != 16 || plan.OutH != 16 {

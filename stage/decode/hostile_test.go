@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // pngChunk appends one chunk with its CRC.
@@ -253,7 +255,7 @@ func TestTransformLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out Tensor
+	var out tensor.Tensor
 	err = p.Process(&out, thin, "thin.png")
 	var le *LimitError
 	if !errors.As(err, &le) || le.What != "resize result" || !strings.Contains(err.Error(), "thin.png") {

@@ -3,6 +3,8 @@ package decode
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // Transform is the per-image processing after decode, in the order
@@ -21,7 +23,7 @@ type Transform struct {
 	// FlipProb is the probability of a horizontal flip (0 disables).
 	FlipProb float64
 	// Layout is the output tensor layout (HWC by default).
-	Layout Layout
+	Layout tensor.Layout
 	// Normalize, when set, makes float32 output (v/255 - mean)/std; else the
 	// output is uint8.
 	Normalize *Normalizer
@@ -41,7 +43,7 @@ func (t Transform) Validate() error {
 		return fmt.Errorf("transform: both center crop (%d) and random crop (%d) set", t.CenterCrop, t.RandomCrop)
 	case t.FlipProb < 0 || t.FlipProb > 1:
 		return fmt.Errorf("transform: flip probability %v outside [0, 1]", t.FlipProb)
-	case t.Layout != HWC && t.Layout != CHW:
+	case t.Layout != tensor.HWC && t.Layout != tensor.CHW:
 		return fmt.Errorf("transform: unknown layout %d", t.Layout)
 	}
 	return nil
@@ -96,7 +98,7 @@ const maxRetained = 32 << 20
 
 // Process decodes data (named name in errors) and writes the transformed
 // image into out.
-func (p *Processor) Process(out *Tensor, data []byte, name string) error {
+func (p *Processor) Process(out *tensor.Tensor, data []byte, name string) error {
 	defer p.trim()
 	m, err := p.Image(data, name)
 	if err != nil {

@@ -26,6 +26,19 @@ const (
 	// Held is a co-tenant's line once it has touched all its Bytes and starts holding
 	// them.
 	Held = "held"
+	// Fell is a spiking co-tenant's line once it has given back its memory down to
+	// Bytes after holding its peak.
+	Fell = "fell"
+	// Start is a loader's first line; Files (the samples of one epoch) and Epochs,
+	// when known, let the harness check that every sample arrived exactly once.
+	Start = "start"
+	// Epoch ends epoch number Epoch (counted from 1): the batches since the previous
+	// epoch event belong to it.
+	Epoch = "epoch"
+	// Pause says the loader stopped admitting reads because its cgroup left it less
+	// than its floor: its consumer waits from now on. Resume says it goes on.
+	Pause  = "pause"
+	Resume = "resume"
 )
 
 // Event is one protocol line.
@@ -41,8 +54,18 @@ type Event struct {
 	// Error, in a done event, says why the loader gave up.
 	Error string `json:"error,omitempty"`
 	// Bytes, in ramp and held events of a co-tenant, is the anonymous memory it has
-	// touched.
+	// touched; in a fell event what it still holds; in a trainer's ballast event its
+	// ballast.
 	Bytes int64 `json:"bytes,omitempty"`
+	// Keys, in a batch event, are its samples' keys (file paths), in order; a batch
+	// with keys has N equal to their number.
+	Keys []string `json:"keys,omitempty"`
+	// Epoch numbers the epoch an epoch event ends, from 1.
+	Epoch int `json:"epoch,omitempty"`
+	// Files and Epochs, in a start event, are the samples of one epoch and the
+	// number of epochs the loader will run (0: not said).
+	Files  int64 `json:"files,omitempty"`
+	Epochs int   `json:"epochs,omitempty"`
 }
 
 // Parse decodes one line. ok is false for lines that are not protocol lines (blank,
@@ -65,6 +88,15 @@ func Parse(line []byte) (ev Event, ok bool, err error) {
 	}
 	if ev.Bytes < 0 {
 		return ev, true, fmt.Errorf("protocol: %s event: negative bytes %d in %q", ev.Event, ev.Bytes, s)
+	}
+	if ev.Event == Batch && len(ev.Keys) > 0 && len(ev.Keys) != ev.N {
+		return ev, true, fmt.Errorf("protocol: batch event: %d keys for n %d in %.200q", len(ev.Keys), ev.N, s)
+	}
+	if ev.Event == Epoch && ev.Epoch < 1 {
+		return ev, true, fmt.Errorf("protocol: epoch event: epoch %d, want ≥ 1 in %q", ev.Epoch, s)
+	}
+	if ev.Files < 0 || ev.Epochs < 0 {
+		return ev, true, fmt.Errorf("protocol: %s event: negative files %d or epochs %d in %q", ev.Event, ev.Files, ev.Epochs, s)
 	}
 	return ev, true, nil
 }
@@ -92,6 +124,20 @@ func (e *Emitter) Batch(n int) error {
 	defer e.mu.Unlock()
 	e.samples += int64(n)
 	return e.emit(Event{Event: Batch, N: n})
+}
+
+// BatchKeys reports a batch delivered now whose samples have keys (file paths), in
+// order; the harness checks with them that every sample arrives exactly once.
+func (e *Emitter) BatchKeys(keys []string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.samples += int64(len(keys))
+	return e.emit(Event{Event: Batch, N: len(keys), Keys: keys})
+}
+
+// EndEpoch reports that epoch n (counted from 1) has ended.
+func (e *Emitter) EndEpoch(n int) error {
+	return e.Emit(Event{Event: Epoch, Epoch: n})
 }
 
 // Done writes the final line with the total of the batches reported; cause, if not nil,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -31,6 +32,15 @@ func TestParse(t *testing.T) {
 		{name: "co-tenant ramp", line: `{"event":"ramp","bytes":4096,"t":0.2}`, want: Event{Event: Ramp, Bytes: 4096, T: 0.2}, ok: true},
 		{name: "co-tenant held", line: `{"event":"held","bytes":8192,"t":5}`, want: Event{Event: Held, Bytes: 8192, T: 5}, ok: true},
 		{name: "negative bytes", line: `{"event":"held","bytes":-1,"t":5}`, ok: true, wantErr: true},
+		{name: "co-tenant fell", line: `{"event":"fell","bytes":4096,"t":9}`, want: Event{Event: Fell, Bytes: 4096, T: 9}, ok: true},
+		{name: "start with files", line: `{"event":"start","files":1000,"epochs":3,"t":0.1}`, want: Event{Event: Start, Files: 1000, Epochs: 3, T: 0.1}, ok: true},
+		{name: "negative files", line: `{"event":"start","files":-1,"t":0.1}`, ok: true, wantErr: true},
+		{name: "batch with keys", line: `{"event":"batch","n":2,"keys":["a/1.jpg","a/2.jpg"],"t":1}`, want: Event{Event: Batch, N: 2, Keys: []string{"a/1.jpg", "a/2.jpg"}, T: 1}, ok: true},
+		{name: "keys and n disagree", line: `{"event":"batch","n":3,"keys":["a/1.jpg","a/2.jpg"],"t":1}`, ok: true, wantErr: true},
+		{name: "epoch", line: `{"event":"epoch","epoch":2,"t":4}`, want: Event{Event: Epoch, Epoch: 2, T: 4}, ok: true},
+		{name: "epoch 0", line: `{"event":"epoch","t":4}`, ok: true, wantErr: true},
+		{name: "pause", line: `{"event":"pause","t":4}`, want: Event{Event: Pause, T: 4}, ok: true},
+		{name: "resume", line: `{"event":"resume","t":6}`, want: Event{Event: Resume, T: 6}, ok: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,7 +48,7 @@ func TestParse(t *testing.T) {
 			if ok != tt.ok || (err != nil) != tt.wantErr {
 				t.Fatalf("Parse(%q) = ok %v, err %v; want ok %v, error %v", tt.line, ok, err, tt.ok, tt.wantErr)
 			}
-			if !tt.wantErr && ev != tt.want {
+			if !tt.wantErr && !reflect.DeepEqual(ev, tt.want) {
 				t.Errorf("Parse(%q) = %+v, want %+v", tt.line, ev, tt.want)
 			}
 		})
@@ -84,6 +94,41 @@ func TestEmitterRoundTrip(t *testing.T) {
 	}
 	if e.Samples() != 145 {
 		t.Errorf("Samples() = %d, want 145", e.Samples())
+	}
+}
+
+func TestEmitterKeysAndEpochs(t *testing.T) {
+	var buf bytes.Buffer
+	e := NewEmitter(&buf)
+	if err := e.BatchKeys([]string{"a/1.jpg", "a/2.jpg"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.EndEpoch(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.BatchKeys([]string{"a/2.jpg"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []Event
+	sc := bufio.NewScanner(&buf)
+	for sc.Scan() {
+		ev, ok, err := Parse(sc.Bytes())
+		if !ok || err != nil {
+			t.Fatalf("line %q: ok %v err %v", sc.Text(), ok, err)
+		}
+		ev.T = 0
+		got = append(got, ev)
+	}
+	want := []Event{
+		{Event: Batch, N: 2, Keys: []string{"a/1.jpg", "a/2.jpg"}},
+		{Event: Epoch, Epoch: 1},
+		{Event: Batch, N: 1, Keys: []string{"a/2.jpg"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("events %+v, want %+v", got, want)
+	}
+	if e.Samples() != 3 {
+		t.Errorf("Samples() = %d, want 3", e.Samples())
 	}
 }
 

@@ -1,15 +1,18 @@
-package decode
+package tensorarrow
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
-func TestArrowToFloat32(t *testing.T) {
+func TestFloat32(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 
@@ -68,8 +71,8 @@ func TestArrowToFloat32(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var tt Tensor
-			err := ArrowToFloat32(&tt, c.col, c.elem)
+			var tt tensor.Tensor
+			err := Float32(&tt, c.col, c.elem)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("err = %v, want %q", err, c.wantErr)
@@ -79,7 +82,7 @@ func TestArrowToFloat32(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tt.DType != Float32 || len(tt.Shape) != 1+len(c.elem) || tt.Shape[0] != c.col.Len() {
+			if tt.DType != tensor.Float32 || len(tt.Shape) != 1+len(c.elem) || tt.Shape[0] != c.col.Len() {
 				t.Fatalf("dtype %v shape %v", tt.DType, tt.Shape)
 			}
 			for i, v := range c.want {
@@ -92,13 +95,13 @@ func TestArrowToFloat32(t *testing.T) {
 	// a sliced column keeps its row numbering relative to the slice
 	sl := array.NewSlice(good, 1, 3)
 	defer sl.Release()
-	var tt Tensor
-	if err := ArrowToFloat32(&tt, sl, []int{4}); err != nil || tt.F32[0] != 10 || tt.Shape[0] != 2 {
+	var tt tensor.Tensor
+	if err := Float32(&tt, sl, []int{4}); err != nil || tt.F32[0] != 10 || tt.Shape[0] != 2 {
 		t.Fatalf("slice: %v, first %v, shape %v", err, tt.F32, tt.Shape)
 	}
 }
 
-func TestArrowToUint8(t *testing.T) {
+func TestUint8(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 
@@ -137,8 +140,8 @@ func TestArrowToUint8(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var tt Tensor
-			err := ArrowToUint8(&tt, c.col, c.elem)
+			var tt tensor.Tensor
+			err := Uint8(&tt, c.col, c.elem)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("err = %v, want %q", err, c.wantErr)
@@ -155,13 +158,58 @@ func TestArrowToUint8(t *testing.T) {
 	}
 }
 
-func TestRawToTensor(t *testing.T) {
-	var tt Tensor
-	if err := RawToTensor(&tt, []byte{1, 2, 3, 4, 5, 6}, []int{1, 2, 3}, "k"); err != nil || tt.Len() != 6 || tt.U8[5] != 6 {
-		t.Fatalf("RawToTensor: %v %v", err, tt)
+// Column infers the tensor from the column type, as the to_tensors kind uses it.
+func TestColumn(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	build := func(f func(b array.Builder), b array.Builder) arrow.Array {
+		defer b.Release()
+		f(b)
+		return b.NewArray()
 	}
-	err := RawToTensor(&tt, []byte{1, 2, 3}, []int{2, 2}, "sample-7")
-	if err == nil || !strings.Contains(err.Error(), "sample-7") {
-		t.Fatalf("length mismatch: %v", err)
+	ints := build(func(b array.Builder) { b.(*array.Int64Builder).AppendValues([]int64{3, -1}, nil) }, array.NewInt64Builder(mem))
+	bools := build(func(b array.Builder) { b.(*array.BooleanBuilder).AppendValues([]bool{true, false}, nil) }, array.NewBooleanBuilder(mem))
+	fixed := build(func(b array.Builder) {
+		b.(*array.FixedSizeBinaryBuilder).AppendValues([][]byte{{1, 2, 3}, {4, 5, 6}}, nil)
+	}, array.NewFixedSizeBinaryBuilder(mem, &arrow.FixedSizeBinaryType{ByteWidth: 3}))
+	nulls := build(func(b array.Builder) { b.(*array.Int64Builder).AppendValues([]int64{1, 2}, []bool{true, false}) }, array.NewInt64Builder(mem))
+	strs := build(func(b array.Builder) { b.(*array.StringBuilder).Append("x") }, array.NewStringBuilder(mem))
+	empty := build(func(array.Builder) {}, array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary))
+	for _, c := range []arrow.Array{ints, bools, fixed, nulls, strs, empty} {
+		defer c.Release()
+	}
+	for _, tc := range []struct {
+		name  string
+		col   arrow.Array
+		dtype tensor.DType
+		shape []int
+		f32   []float32
+		u8    []uint8
+		err   string
+	}{
+		{name: "int64", col: ints, dtype: tensor.Float32, shape: []int{2}, f32: []float32{3, -1}},
+		{name: "bool", col: bools, dtype: tensor.Float32, shape: []int{2}, f32: []float32{1, 0}},
+		{name: "fixed binary", col: fixed, dtype: tensor.Uint8, shape: []int{2, 3}, u8: []uint8{1, 2, 3, 4, 5, 6}},
+		{name: "empty binary", col: empty, dtype: tensor.Uint8, shape: []int{0, 0}},
+		{name: "nulls", col: nulls, err: "1 null values"},
+		{name: "string", col: strs, err: "cannot become a tensor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got tensor.Tensor
+			err := Column(&got, tc.col)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.DType != tc.dtype || fmt.Sprint(got.Shape) != fmt.Sprint(tc.shape) ||
+				fmt.Sprint(got.F32) != fmt.Sprint(tc.f32) && tc.f32 != nil || string(got.U8) != string(tc.u8) {
+				t.Fatalf("got %v %v %v %v", got.DType, got.Shape, got.F32, got.U8)
+			}
+		})
 	}
 }

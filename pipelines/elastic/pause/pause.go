@@ -1,0 +1,194 @@
+package pause
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
+)
+
+// DefaultTimeout is how long a pause may last by default before the run ends with
+// the below-floor error.
+const DefaultTimeout = 10 * time.Minute
+
+// Forever, as Config.Timeout, lets a pause last without end.
+const Forever time.Duration = -1
+
+// MinHysteresis is the smallest margin above the floor a resume waits for.
+const MinHysteresis = 4 << 20
+
+// Config configures a [Controller].
+type Config struct {
+	// Floor is the loader's smallest working set that still makes progress; the
+	// loader pauses when the cgroup leaves it less. Required.
+	Floor int64
+	// Hysteresis is how far above the floor the cgroup's leave must be before the
+	// loader resumes: default max(Floor/4, MinHysteresis), so that a trainer
+	// hovering at the line does not make it pause and resume at every sample.
+	Hysteresis int64
+	// Timeout ends a pause that lasted longer ([Event.Kind] TimedOut): 0 is
+	// DefaultTimeout, [Forever] (any negative value) never.
+	Timeout time.Duration
+}
+
+func (c *Config) fill() {
+	if c.Hysteresis == 0 {
+		c.Hysteresis = max(c.Floor/4, MinHysteresis)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+}
+
+// Validate names the first field that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.Floor <= 0:
+		return fmt.Errorf("pause: floor %d bytes: must be positive", c.Floor)
+	case c.Hysteresis < 0:
+		return fmt.Errorf("pause: hysteresis %d bytes: must not be negative", c.Hysteresis)
+	}
+	return nil
+}
+
+// Reading is what the cgroup leaves the loader at one instant.
+type Reading struct {
+	At time.Time
+	// Current is what the loader may hold now: limit − others − reserve (it can be
+	// negative).
+	Current int64
+	// Limit, Others and Reserve explain Current in messages.
+	Limit, Others, Reserve int64
+}
+
+// Kind is what a reading changed.
+type Kind int
+
+// Event kinds.
+const (
+	// Paused: the loader pauses from now on.
+	Paused Kind = iota + 1
+	// Resumed: the pause is over.
+	Resumed
+	// TimedOut: the pause lasted longer than the timeout; the run should end.
+	TimedOut
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Paused:
+		return "paused"
+	case Resumed:
+		return "resumed"
+	case TimedOut:
+		return "timed out"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Event is a change of state, with the reading that caused it.
+type Event struct {
+	Kind    Kind
+	Reading Reading
+	// Floor, Hysteresis and Timeout repeat the configuration, for messages.
+	Floor, Hysteresis int64
+	Timeout           time.Duration
+	// Lasted is how long the pause lasted (Resumed, TimedOut).
+	Lasted time.Duration
+}
+
+// Message is the line to show for the event.
+func (e Event) Message() string {
+	r := e.Reading
+	left := fmt.Sprintf("the cgroup leaves the loader %s (limit %s − others %s − reserve %s)",
+		bytesize.Human(r.Current), bytesize.Human(r.Limit), bytesize.Human(r.Others), bytesize.Human(r.Reserve))
+	switch e.Kind {
+	case Paused:
+		until := "it waits without end (pause timeout 0)"
+		if e.Timeout > 0 {
+			until = fmt.Sprintf("a pause longer than %v ends the run", e.Timeout)
+		}
+		return fmt.Sprintf("paused: %s, below its floor of %s: no reads until it leaves %s; %s",
+			left, bytesize.Human(e.Floor), bytesize.Human(e.Floor+e.Hysteresis), until)
+	case Resumed:
+		return fmt.Sprintf("resumed after a pause of %v: %s, above its floor of %s",
+			e.Lasted.Round(time.Millisecond), left, bytesize.Human(e.Floor))
+	case TimedOut:
+		return fmt.Sprintf("paused for %v, longer than the pause timeout of %v: %s, below its floor of %s",
+			e.Lasted.Round(time.Millisecond), e.Timeout, left, bytesize.Human(e.Floor))
+	}
+	return ""
+}
+
+// Controller turns readings into pauses and resumes. Safe for concurrent use.
+type Controller struct {
+	cfg Config
+
+	mu       sync.Mutex
+	paused   bool
+	since    time.Time     // start of the pause in progress
+	total    time.Duration // of the pauses that ended
+	pauses   int
+	timedOut bool
+}
+
+// New checks cfg and returns a controller that is not paused.
+func New(cfg Config) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.fill()
+	return &Controller{cfg: cfg}, nil
+}
+
+// Config returns the configuration with its defaults.
+func (c *Controller) Config() Config { return c.cfg }
+
+// Observe takes one reading (in time order) and returns the event it causes, if
+// any: Paused when a running loader is left less than its floor, Resumed when a
+// paused one is left at least the floor plus the hysteresis, TimedOut (once) when a
+// pause has lasted longer than the timeout.
+func (c *Controller) Observe(r Reading) (Event, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ev := Event{Reading: r, Floor: c.cfg.Floor, Hysteresis: c.cfg.Hysteresis, Timeout: c.cfg.Timeout}
+	switch {
+	case !c.paused && r.Current < c.cfg.Floor:
+		c.paused, c.since, c.timedOut = true, r.At, false
+		c.pauses++
+		ev.Kind = Paused
+		return ev, true
+	case c.paused && r.Current >= c.cfg.Floor+c.cfg.Hysteresis:
+		ev.Lasted = max(0, r.At.Sub(c.since))
+		c.total += ev.Lasted
+		c.paused = false
+		ev.Kind = Resumed
+		return ev, true
+	case c.paused && !c.timedOut && c.cfg.Timeout > 0 && r.At.Sub(c.since) > c.cfg.Timeout:
+		c.timedOut = true
+		ev.Lasted = r.At.Sub(c.since)
+		ev.Kind = TimedOut
+		return ev, true
+	}
+	return Event{}, false
+}
+
+// Paused reports whether the loader is paused now.
+func (c *Controller) Paused() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paused
+}
+
+// Stats returns the number of pauses so far and the time paused until now (the
+// pause in progress included).
+func (c *Controller) Stats(now time.Time) (pauses int, paused time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	paused = c.total
+	if c.paused {
+		paused += max(0, now.Sub(c.since))
+	}
+	return c.pauses, paused
+}

@@ -1,0 +1,119 @@
+package pause
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const mib = 1 << 20
+
+func TestController(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	type step struct {
+		t       float64
+		current int64
+		want    Kind // 0: no event
+		lasted  time.Duration
+	}
+	tests := []struct {
+		name   string
+		cfg    Config
+		steps  []step
+		pauses int
+		paused time.Duration // at the last step
+	}{
+		{name: "never below", cfg: Config{Floor: 32 * mib},
+			steps: []step{{0, 100 * mib, 0, 0}, {1, 32 * mib, 0, 0}}},
+		{name: "pause and resume past the hysteresis", cfg: Config{Floor: 32 * mib}, // hysteresis 8 MiB
+			steps: []step{
+				{0, 100 * mib, 0, 0},
+				{1, 31 * mib, Paused, 0},
+				{2, 10 * mib, 0, 0},
+				{3, 39 * mib, 0, 0}, // above the floor, not past the hysteresis
+				{4, 40 * mib, Resumed, 3 * time.Second},
+				{5, 40 * mib, 0, 0},
+			}, pauses: 1, paused: 3 * time.Second},
+		{name: "the minimum hysteresis", cfg: Config{Floor: 8 * mib}, // floor/4 = 2 MiB < 4 MiB
+			steps:  []step{{0, 7 * mib, Paused, 0}, {1, 11 * mib, 0, 0}, {2, 12 * mib, Resumed, 2 * time.Second}},
+			pauses: 1, paused: 2 * time.Second},
+		{name: "two pauses", cfg: Config{Floor: 32 * mib, Hysteresis: 1},
+			steps:  []step{{0, 0, Paused, 0}, {2, 33 * mib, Resumed, 2 * time.Second}, {3, -5 * mib, Paused, 0}, {3.5, 40 * mib, Resumed, 500 * time.Millisecond}},
+			pauses: 2, paused: 2500 * time.Millisecond},
+		{name: "a timeout is reported once, and the pause goes on", cfg: Config{Floor: 32 * mib, Timeout: 10 * time.Second},
+			steps:  []step{{0, 0, Paused, 0}, {10, 0, 0, 0}, {10.5, 0, TimedOut, 10500 * time.Millisecond}, {20, 0, 0, 0}},
+			pauses: 1, paused: 20 * time.Second},
+		{name: "the default timeout", cfg: Config{Floor: 32 * mib},
+			steps:  []step{{0, 0, Paused, 0}, {600, 0, 0, 0}, {601, 0, TimedOut, 601 * time.Second}},
+			pauses: 1, paused: 601 * time.Second},
+		{name: "forever", cfg: Config{Floor: 32 * mib, Timeout: Forever},
+			steps:  []step{{0, 0, Paused, 0}, {86400, 0, 0, 0}, {86401, 100 * mib, Resumed, 86401 * time.Second}},
+			pauses: 1, paused: 86401 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last time.Time
+			paused := false
+			for _, s := range tt.steps {
+				last = at(s.t)
+				ev, ok := c.Observe(Reading{At: last, Current: s.current, Limit: 256 * mib, Others: 200 * mib, Reserve: 16 * mib})
+				if ok != (s.want != 0) || ev.Kind != s.want || ev.Lasted != s.lasted {
+					t.Fatalf("at %v s, %d MiB: event %v (%v, lasted %v), want %v lasted %v", s.t, s.current/mib, ev.Kind, ok, ev.Lasted, s.want, s.lasted)
+				}
+				if ok && ev.Message() == "" {
+					t.Errorf("event %v has no message", ev.Kind)
+				}
+				switch s.want {
+				case Paused:
+					paused = true
+				case Resumed:
+					paused = false
+				}
+				if c.Paused() != paused {
+					t.Errorf("at %v s: Paused() = %v, want %v", s.t, c.Paused(), paused)
+				}
+			}
+			if n, d := c.Stats(last); n != tt.pauses || d != tt.paused {
+				t.Errorf("stats %d pauses, %v paused; want %d, %v", n, d, tt.pauses, tt.paused)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{{}, {Floor: -1}, {Floor: 1, Hysteresis: -1}} {
+		if _, err := New(c); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+func TestMessages(t *testing.T) {
+	c, err := New(Config{Floor: 39 * mib, Timeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	r := Reading{At: t0, Current: 12 * mib, Limit: 256 * mib, Others: 228 * mib, Reserve: 16 * mib}
+	ev, _ := c.Observe(r)
+	for _, want := range []string{"paused:", "leaves the loader 12 MiB", "limit 256 MiB − others 228 MiB − reserve 16 MiB", "floor of 39 MiB", "until it leaves 48.8 MiB", "longer than 10m0s ends the run"} {
+		if !strings.Contains(ev.Message(), want) {
+			t.Errorf("pause message %q lacks %q", ev.Message(), want)
+		}
+	}
+	r.At, r.Current = t0.Add(5200*time.Millisecond), 80*mib
+	ev, _ = c.Observe(r)
+	if m := ev.Message(); !strings.Contains(m, "resumed after a pause of 5.2s") || !strings.Contains(m, "leaves the loader 80 MiB") {
+		t.Errorf("resume message %q", m)
+	}
+	f, _ := New(Config{Floor: mib, Timeout: Forever})
+	ev, _ = f.Observe(Reading{At: t0})
+	if m := ev.Message(); !strings.Contains(m, "waits without end") {
+		t.Errorf("pause message without a timeout %q", m)
+	}
+}
