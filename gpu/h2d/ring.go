@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -246,6 +247,7 @@ type Slot struct {
 	n    int64
 	tx   *uma.Transfer
 	ev   gpu.Event
+	done atomic.Bool // the copy is known complete: later waits make no driver call
 	once sync.Once
 }
 
@@ -401,11 +403,16 @@ func (s *Slot) Copy(ctx context.Context, n int64) (gpu.Ptr, error) {
 }
 
 // Wait returns when the slot's copy has completed (at once if none was made).
+// Once a wait succeeded, later ones make no driver call.
 func (s *Slot) Wait(ctx context.Context) error {
-	if s.ev == nil {
+	if s.ev == nil || s.done.Load() {
 		return nil
 	}
-	return s.ev.Wait(ctx)
+	if err := s.ev.Wait(ctx); err != nil {
+		return err
+	}
+	s.done.Store(true)
+	return nil
 }
 
 // Finish waits for the copy, ends the transfer (the slot's chunk becomes
