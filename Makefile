@@ -13,8 +13,9 @@ PKGS     := ./...
 # Prometheus (prometheus and promtool) for the rule tests and the real scrape in
 # internal/metrics; gcc (cc) builds the fake CUDA driver the gpu tests load.
 # python3-venv, -pip, -setuptools and -wheel install the Python package offline
-# (cmd/psiflow TestPythonInstall runs the README's install commands).
-TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy python3-torchvision prometheus python3-venv python3-pip python3-setuptools python3-wheel gcc
+# (cmd/psiflow TestPythonInstall runs the README's install commands); python3-torch
+# runs the torchrun test (cmd/psiflow TestTorchrun: torch.distributed.run, gloo on CPU).
+TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy prometheus python3-venv python3-pip python3-setuptools python3-wheel python3-torch python3-torchvision gcc
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
