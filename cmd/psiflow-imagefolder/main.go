@@ -19,6 +19,7 @@ import (
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/pressure"
+	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
@@ -26,6 +27,7 @@ import (
 )
 
 func main() {
+	reexec.Init() // first: this binary is also its own cgroup and pressure helpers
 	em := protocol.NewEmitter(os.Stdout)
 	cfg, addr, err := parseCommand(os.Args[1:])
 	var set *metrics.Set

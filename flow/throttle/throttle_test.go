@@ -18,9 +18,13 @@ import (
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/kerneltest"
 	"github.com/psiflow/psiflow/pressure"
+	"github.com/psiflow/psiflow/reexec"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	reexec.Init()
+	goleak.VerifyTestMain(m)
+}
 
 // fakeSource is a pressure.Source fed by the test.
 type fakeSource struct{ ch chan pressure.Event }
