@@ -42,6 +42,9 @@ var errUsage = errors.New("usage")
 
 func main() {
 	reexec.Init() // first: this binary is also its own cgroup and pressure helpers
+	if code := checkAddressSpace(os.Stderr, os.Args[1:]); code != 0 {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, os.Stdout, os.Stderr, os.Args[1:])
 	stop()
