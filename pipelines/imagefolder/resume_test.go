@@ -51,3 +51,38 @@ func TestStartEpochAndOffset(t *testing.T) {
 		t.Fatalf("plans %+v after %v keys", plans, at)
 	}
 }
+
+// TestResumeWithCache resumes with the sample cache on: the resumed process
+// starts with an empty cache (it lost it) but delivers every sample of the
+// rest of the epoch, and every sample of the next, each once.
+func TestResumeWithCache(t *testing.T) {
+	root := writeFolder(t, 21)
+	collect := func(c Config) []string {
+		t.Helper()
+		var keys []string
+		if _, err := Run(context.Background(), c, Hooks{Consume: func(_ context.Context, b *tensor.Batch) error {
+			keys = append(keys, b.Keys...)
+			return nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	c := smallConfig(root)
+	c.Shuffle, c.Seed, c.Ordered, c.Epochs, c.StartEpoch = true, 4, true, 2, 3
+	full := collect(c)
+	for _, mode := range []CacheMode{CacheDecoded, CacheEncoded} {
+		cc := c
+		cc.Cache, cc.StartAt = mode, 9
+		got := collect(cc)
+		if len(got) != len(full)-9 {
+			t.Fatalf("cache %s: %d samples after the resume, want %d", mode, len(got), len(full)-9)
+		}
+		for _, part := range []struct{ got, want []string }{{got[:12], full[9:21]}, {got[12:], full[21:]}} {
+			a, b := slices.Sorted(slices.Values(part.got)), slices.Sorted(slices.Values(part.want))
+			if !slices.Equal(a, b) {
+				t.Fatalf("cache %s: delivered %v\nwant the samples of %v", mode, a, b)
+			}
+		}
+	}
+}
