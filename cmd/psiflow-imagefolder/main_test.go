@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"go.uber.org/goleak"
+
+	"github.com/psiflow/psiflow/internal/harness/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
