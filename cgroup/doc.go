@@ -29,6 +29,13 @@
 // is gone. [Group.Watch] starts a watchdog process that removes the group as soon as
 // its owner dies without calling [Watchdog.Stop], grandchildren included.
 //
+// # Re-executed helpers
+//
+// The blocked start of [Group.Start] and the watchdog of [Group.Watch] re-execute the
+// running binary, which runs the helper from [RunHelper]: call it (or reexec.Init,
+// which also runs pressure's helper) first thing in main and TestMain. The package
+// has no init function; without the call those two refuse with [ErrNoHelper].
+//
 // # What it does not own
 //
 // Reading and parsing PSI (*.pressure files), PSI triggers and v1 vmpressure belong to

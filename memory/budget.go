@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/addrspace"
 )
 
 // DefaultBudgetFraction is the share of the process's effective memory limit that a
@@ -25,8 +26,9 @@ const budgetAlign = 4096
 
 // DefaultByteBudget derives a graph's default byte budget from the calling process's
 // effective memory limit ([cgroup.SelfMemoryLimit]: the smallest memory.max or
-// memory.limit_in_bytes of its cgroup and ancestors, else MemTotal), so that a loader
-// sizes itself to its container and not to the host. fraction is the share of the limit
+// memory.limit_in_bytes of its cgroup and ancestors, else MemTotal), capped at the
+// address space a virtual-memory limit leaves ([addrspace.CapMemoryLimit]), so that a
+// loader sizes itself to its container and not to the host. fraction is the share of the limit
 // (0 means [DefaultBudgetFraction]); the result is rounded down to a 4 KiB page. source
 // says where the limit came from, for logs.
 func DefaultByteBudget(fraction float64) (bytes int64, source string, err error) {
@@ -42,6 +44,10 @@ func DefaultByteBudget(fraction float64) (bytes int64, source string, err error)
 func ByteBudgetIn(tree *cgroup.Tree, fraction float64) (bytes int64, source string, err error) {
 	limit, source, err := tree.SelfMemoryLimit()
 	if err != nil {
+		return 0, "", fmt.Errorf("default byte budget: %w", err)
+	}
+	// Under a virtual-memory limit (ulimit -v) the address space left is the limit.
+	if limit, source, err = addrspace.CapMemoryLimit(limit, source); err != nil {
 		return 0, "", fmt.Errorf("default byte budget: %w", err)
 	}
 	bytes, err = ByteBudget(limit, fraction)

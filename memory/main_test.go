@@ -6,12 +6,15 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/psiflow/psiflow/reexec"
 )
 
 // helperEnv makes the test binary a helper process (process_linux_test.go).
 const helperEnv = "PSIFLOW_ELASTIC_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}

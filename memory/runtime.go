@@ -308,7 +308,12 @@ func (r *Runtime) openBuffers() error {
 		return nil
 	}
 	spill := r.cfg.MaxBudget + max(4<<20, r.cfg.MaxBudget/8)
-	if r.rb, err = newReadBuffers(r.u, min(size, r.cfg.MaxBudget), spill); err != nil {
+	if size > r.cfg.MaxBudget {
+		// Reads are charged to the budget: no more can be in flight at once.
+		r.info("read buffers: %s asked for, more than the largest budget; %s registered", bytesize.Human(size), bytesize.Human(r.cfg.MaxBudget))
+		size = r.cfg.MaxBudget
+	}
+	if r.rb, err = newReadBuffers(r.u, size, spill); err != nil {
 		return err
 	}
 	r.bufs = r.rb

@@ -137,9 +137,17 @@ func RegisterBuiltins(r *Registry) error {
 				IntParam("resize", 0, 0, 16384, "shorter side after resizing (torchvision Resize(n)); 0: keep"),
 				IntParam("center_crop", 0, 0, 16384, "central square crop; 0: none"),
 				IntParam("random_crop", 0, 0, 16384, "random square crop; 0: none (not with center_crop)"),
+				IntParam("random_resized_crop", 0, 0, 16384, "torchvision RandomResizedCrop(n): a box of random area and ratio resized to n×n; 0: none (not with resize or the crops)"),
+				FloatParam("scale_min", 0.08, 1e-6, 1, "random_resized_crop: smallest box area, a fraction of the image's"),
+				FloatParam("scale_max", 1, 1e-6, 1, "random_resized_crop: largest box area, a fraction of the image's"),
+				FloatParam("ratio_min", 3.0/4, 1e-3, 1e3, "random_resized_crop: smallest aspect ratio (width/height), drawn log-uniformly"),
+				FloatParam("ratio_max", 4.0/3, 1e-3, 1e3, "random_resized_crop: largest aspect ratio (width/height)"),
 				FloatParam("flip", 0, 0, 1, "probability of a horizontal flip"),
+				BoolParam("exact", false, "decode every JPEG at full size: the same bytes as Pillow + torchvision (else at 1/2, 1/4 or 1/8 where the next size is at most half the source; docs/DECODE.md)"),
 				EnumParam("layout", "chw", []string{"chw", "hwc"}, "tensor layout"),
-				EnumParam("normalize", "none", []string{"none", "imagenet"}, "none: uint8 output; imagenet: float32 (v/255-mean)/std"),
+				EnumParam("normalize", "none", []string{"none", "imagenet", "custom"}, "none: uint8 output; imagenet or custom (mean, std): float32 (v/255-mean)/std"),
+				StringParam("mean", "0.485,0.456,0.406", "normalize: custom: per-channel means, comma-separated"),
+				StringParam("std", "0.229,0.224,0.225", "normalize: custom: per-channel standard deviations, comma-separated"),
 				EnumParam("backend", "auto", []string{"auto", "turbojpeg", "std"}, "JPEG decoder: auto (libjpeg-turbo when present), turbojpeg (required) or std"),
 				IntParam("seed", 1, 0, math.MaxInt64, "seed of the random crop and flip"),
 			},
@@ -338,7 +346,7 @@ func buildGenerate(b *Build, cfg *Config, _ Stream) (Stream, error) {
 			if err := out.Reserve(ctx, int64(len(data))); err != nil {
 				return err
 			}
-			s := &source.Sample{Key: fmt.Sprintf("gen/%d/%08d", epoch, i), Fields: []source.Field{{Name: "jpg", Data: data}}}
+			s := &source.Sample{Key: fmt.Sprintf("gen/%d/%08d", epoch, i), Index: int64(i), Fields: []source.Field{{Name: "jpg", Data: data}}}
 			if err := out.Emit(ctx, s); err != nil {
 				return err
 			}
@@ -371,13 +379,29 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 	}
 	tr := decode.Transform{
 		Resize: int(cfg.Int("resize")), CenterCrop: int(cfg.Int("center_crop")), RandomCrop: int(cfg.Int("random_crop")),
-		FlipProb: cfg.Float("flip"), Layout: tensor.CHW, Seed: uint64(cfg.Int("seed")),
+		RandomResizedCrop: decode.ResizedCrop{Size: int(cfg.Int("random_resized_crop")),
+			Scale: [2]float64{cfg.Float("scale_min"), cfg.Float("scale_max")},
+			Ratio: [2]float64{cfg.Float("ratio_min"), cfg.Float("ratio_max")}},
+		FlipProb: cfg.Float("flip"), Layout: tensor.CHW, Seed: uint64(cfg.Int("seed")), Exact: cfg.Bool("exact"),
 	}
 	if cfg.String("layout") == "hwc" {
 		tr.Layout = tensor.HWC
 	}
-	if cfg.String("normalize") == "imagenet" {
+	switch cfg.String("normalize") {
+	case "imagenet":
 		tr.Normalize = decode.ImageNet()
+	case "custom":
+		mean, err := floatList("mean", cfg.String("mean"))
+		if err != nil {
+			return Stream{}, err
+		}
+		std, err := floatList("std", cfg.String("std"))
+		if err != nil {
+			return Stream{}, err
+		}
+		if tr.Normalize, err = decode.NewNormalizer(mean, std); err != nil {
+			return Stream{}, err
+		}
 	}
 	if err := tr.Validate(); err != nil {
 		return Stream{}, err
@@ -409,6 +433,7 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		}
 	}
 	field := cfg.String("field")
+	epoch := b.Epoch
 	workers := int(cfg.Int("workers"))
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -418,7 +443,7 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 	st, err := decode.NewStage(b.Name, dec, decode.StageConfig{Workers: workers, Ordered: cfg.Bool("ordered"), Transform: tr, Budget: b.Graph.Budget()},
 		func(h *memory.Held[*source.Sample]) decode.Encoded {
 			s := h.V
-			e := decode.Encoded{Key: s.Key, Label: labelOf(s)}
+			e := decode.Encoded{Key: s.Key, Label: labelOf(s), Index: s.Index, Epoch: int64(epoch)}
 			switch {
 			case field != "":
 				e.Data = s.Field(field)
@@ -434,6 +459,19 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 	// decoding only while one of its decode slots is free.
 	held := flow.Via(samples, memory.Narrow[*source.Sample](b.Name+"-narrow", b.Runtime.Workers()), flow.QueueSize(1))
 	return Wrap(ImageType, flow.Via(held, st))
+}
+
+// floatList parses a comma-separated list of numbers, the value of param.
+func floatList(param, v string) ([]float32, error) {
+	var out []float32
+	for _, f := range strings.Split(v, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 32)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a comma-separated list of numbers: %w", param, v, err)
+		}
+		out = append(out, float32(x))
+	}
+	return out, nil
 }
 
 func buildBatch(b *Build, cfg *Config, in Stream) (Stream, error) {

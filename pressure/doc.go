@@ -38,6 +38,9 @@
 // the stall must not exceed it; without CAP_SYS_RESOURCE the window must be a
 // multiple of 2 s. Inside a user namespace the opener holds that capability, so
 // shorter windows are opened through a re-executed helper where the kernel allows
-// it ([ProbeShortWindows]); this is detected, never assumed. Reading a pressure
+// it ([ProbeShortWindows]); this is detected, never assumed. The helper is the running
+// binary again, run from [RunHelper] (or reexec.Init) called first thing in main and
+// TestMain; the package has no init function, and without the call such triggers fail
+// with [ErrNoHelper]. Reading a pressure
 // file often stops its triggers, so the poller refuses intervals under 100 ms.
 package pressure

@@ -36,3 +36,6 @@ func OpenVMPressure(context.Context, VMPressureConfig) (Source, error) { return 
 
 // ProbeShortWindows reports false: PSI triggers are Linux only.
 func ProbeShortWindows(context.Context, string) (bool, string) { return false, errNotLinux.Error() }
+
+// runHelper does nothing off Linux: the user-namespace helper is never started there.
+func runHelper() {}

@@ -178,6 +178,31 @@ func (t *Torch) setup(b *tensor.Batch) error {
 	return nil
 }
 
+// Announce sends the consumer one message of type kind whose "info" is v as
+// JSON, before or between batches (psiflow serve announces each epoch's plan
+// this way); it waits for the consumer to connect first. The protocol's own
+// types (hello, batch, end, error) are refused.
+func (t *Torch) Announce(ctx context.Context, kind string, v any) error {
+	switch kind {
+	case "", "hello", "batch", "end", "error", "release", "close":
+		return fmt.Errorf("sink torch: announce: %q is not a free message type", kind)
+	}
+	if err := t.Accept(ctx); err != nil {
+		return err
+	}
+	msg, err := json.Marshal(struct {
+		T    string `json:"t"`
+		Info any    `json:"info"`
+	}{kind, v})
+	if err != nil {
+		return fmt.Errorf("sink torch: announce %s: %w", kind, err)
+	}
+	if _, _, err := t.conn.WriteMsgUnix(msg, nil, nil); err != nil {
+		return t.lost(fmt.Errorf("sending %s: %w", kind, err))
+	}
+	return nil
+}
+
 // lost records that the consumer is unreachable and returns the reason.
 func (t *Torch) lost(err error) error {
 	t.setGone(fmt.Errorf("sink torch: %w", err))

@@ -33,6 +33,9 @@ func (t *Torch) Counts() (sent, released int64) { return 0, 0 }
 // Accept fails.
 func (t *Torch) Accept(context.Context) error { return errTorchLinux }
 
+// Announce fails.
+func (t *Torch) Announce(context.Context, string, any) error { return errTorchLinux }
+
 // Consume fails.
 func (t *Torch) Consume(context.Context, *tensor.Batch) error { return errTorchLinux }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/psiflow/psiflow/reexec"
 )
 
 // helperEnv selects a helper mode when the test binary is re-executed as a
@@ -15,6 +17,7 @@ import (
 const helperEnv = "PSIFLOW_UMA_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}

@@ -14,10 +14,12 @@ import (
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/tensor"
 )
 
 func main() {
+	reexec.Init() // first: this binary is also its own cgroup and pressure helpers
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) < 2 {

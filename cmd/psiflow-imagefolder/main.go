@@ -18,6 +18,7 @@ import (
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
@@ -25,6 +26,7 @@ import (
 )
 
 func main() {
+	reexec.Init() // first: this binary is also its own cgroup and pressure helpers
 	em := protocol.NewEmitter(os.Stdout)
 	cfg, addr, err := parseCommand(os.Args[1:])
 	var set *metrics.Set

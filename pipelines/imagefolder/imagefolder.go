@@ -53,6 +53,11 @@ type Config struct {
 	// DropLast cuts the end of each epoch so every rank reads the same number of
 	// files; without it the epoch is padded by repeating its first files.
 	DropLast bool
+	// StartEpoch numbers the first epoch (its shuffle is that epoch's), and
+	// StartAt resumes it at that global offset (source.Position.Consumed): the
+	// run delivers the rest of epoch StartEpoch, then Epochs-1 more.
+	StartEpoch int
+	StartAt    int64
 
 	DropCache bool // drop each file's page cache once read
 	// Direct reads with O_DIRECT, past the page cache: the reads charge nothing to
@@ -126,6 +131,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("imagefolder: budget %d bytes: must be positive", c.Budget)
 	case c.Epochs < 1:
 		return fmt.Errorf("imagefolder: epochs %d: must be at least 1", c.Epochs)
+	case c.StartEpoch < 0 || c.StartAt < 0:
+		return fmt.Errorf("imagefolder: start epoch %d at offset %d: must not be negative", c.StartEpoch, c.StartAt)
 	case c.Limit < 0:
 		return fmt.Errorf("imagefolder: limit %d: must be 0 (all) or more", c.Limit)
 	case c.ReadBuffers < 0 && (c.Memory == "" || c.ReadBuffers != -1):
@@ -189,6 +196,10 @@ type Hooks struct {
 	// that ends before Run returns.
 	Progress func(progress.Snapshot)
 	Interval time.Duration
+	// Plan, when not nil, is told each epoch's number and this rank's share of
+	// it (how many samples it delivers from where) before the epoch starts; an
+	// error ends the run.
+	Plan func(epoch int, share source.Share) error
 	// OnEpoch, when not nil, is called after each epoch (numbered from 0) with
 	// what it delivered, before the next one starts.
 	OnEpoch func(n int, e progress.Epoch)
@@ -408,7 +419,21 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*tensor.Sample] {
 			return flow.Via(flow.Via(in, memory.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
 		}
-		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Rank: cfg.Rank, WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
+		opts := source.Options{Epoch: cfg.StartEpoch + epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Rank: cfg.Rank, WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
+		var start int64 // the first epoch resumes at StartAt
+		if epoch == 0 && cfg.StartAt > 0 {
+			start = cfg.StartAt
+			opts.Resume = &source.Position{Epoch: opts.Epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Consumed: start}
+		}
+		if hooks.Plan != nil && paths == nil {
+			sh, err := source.NewShare(files.Len(), opts, start)
+			if err != nil {
+				return nil, 0, err
+			}
+			if err := hooks.Plan(opts.Epoch, sh); err != nil {
+				return nil, 0, err
+			}
+		}
 		var decoded flow.Stream[*tensor.Sample]
 		var lateMu sync.Mutex
 		switch {
@@ -423,7 +448,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 			}
 			hits, misses := cache.split(paths)
 			// The order and sharding are already in paths: read them as they are.
-			opts.Epoch, opts.Rank, opts.WorldSize, opts.Shuffle, opts.ShuffleBuffer = 0, 0, 1, false, 0
+			opts.Epoch, opts.Rank, opts.WorldSize, opts.Shuffle, opts.ShuffleBuffer, opts.Resume = 0, 0, 1, false, 0, nil
 			read := flowsrc.Files(g, "read", source.NewFiles(misses), opts)
 			switch {
 			case cache.mode == CacheEncoded && len(hits) > 0:

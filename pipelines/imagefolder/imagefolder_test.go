@@ -19,12 +19,14 @@ import (
 
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/tensor"
 )
 
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}

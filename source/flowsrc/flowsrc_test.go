@@ -8,12 +8,16 @@ import (
 	"testing"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/synth"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	reexec.Init()
+	goleak.VerifyTestMain(m)
+}
 
 func TestFilesThroughGraph(t *testing.T) {
 	dir := t.TempDir()

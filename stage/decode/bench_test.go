@@ -201,16 +201,16 @@ func BenchmarkProcess(b *testing.B) {
 				b.Skip(err)
 			}
 			defer d.Close()
-			p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW}, 0)
+			p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW})
 			if err != nil {
 				b.Fatal(err)
 			}
 			var tt tensor.Tensor
-			_ = p.Process(&tt, data, "bench.jpg") // warm-up
+			_ = p.Process(&tt, Encoded{Data: data, Key: "bench.jpg"}) // warm-up
 			b.ReportAllocs()
 			cm := startCPU(b)
 			for b.Loop() {
-				if err := p.Process(&tt, data, "bench.jpg"); err != nil {
+				if err := p.Process(&tt, Encoded{Data: data, Key: "bench.jpg"}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -121,13 +121,13 @@ func FuzzDecode(f *testing.F) {
 			case err == nil && (m.W != in.DecodedW || m.H != in.DecodedH || int64(len(m.Pix)) > in.DecodeBytes):
 				t.Fatalf("%s: decoded %d×%d in %d bytes, Inspect said %d×%d within %d", d.Backend(), m.W, m.H, len(m.Pix), in.DecodedW, in.DecodedH, in.DecodeBytes)
 			}
-			p, err := NewProcessor(d, Transform{Resize: 20, CenterCrop: 16, Layout: tensor.CHW}, 0)
+			p, err := NewProcessor(d, Transform{Resize: 20, CenterCrop: 16, Layout: tensor.CHW})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var out tensor.Tensor
-			plan, perr := p.Plan(data, "fuzz")
-			if err := p.Process(&out, data, "fuzz"); err == nil {
+			plan, perr := p.Plan(Encoded{Data: data, Key: "fuzz"})
+			if err := p.Process(&out, Encoded{Data: data, Key: "fuzz"}); err == nil {
 				if perr != nil || len(out.U8) != 3*16*16 || plan.OutW != 16 || plan.OutH != 16 {
 					t.Fatalf("%s: processed into %v (plan %+v, %v)", d.Backend(), out.Shape, plan, perr)
 				}

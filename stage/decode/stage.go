@@ -18,6 +18,13 @@ type Encoded struct {
 	Data []byte
 	// Label is carried into the output (e.g. an ImageFolder class index).
 	Label int64
+	// Index is the sample's index in its dataset (its position in the
+	// unshuffled listing, the same in every epoch) and Epoch the epoch it is
+	// read in. With [Transform.Seed] they are all a random transform draws
+	// from ([SampleRand]): distinct samples need distinct indices, else they
+	// get the same crop and flip, which a decode stage with a random
+	// transform refuses.
+	Index, Epoch int64
 }
 
 // StageConfig configures [NewStage].
@@ -90,6 +97,7 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 		res.stats = &ReserveStats{}
 	}
 	procs := &processorPool{dec: dec, tr: cfg.Transform}
+	guard := &indexGuard{on: cfg.Transform.Random()}
 	samples := &tensor.SamplePool{}
 	f := func(ctx context.Context, v I) (*tensor.Sample, error) {
 		skip.Seen()
@@ -99,7 +107,10 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 			return nil, fmt.Errorf("decode stage %q: %w", name, err)
 		}
 		defer procs.put(p)
-		plan, err := p.Plan(enc.Data, enc.Key)
+		if err := guard.check(enc); err != nil {
+			return nil, fmt.Errorf("decode stage %q: %w", name, err)
+		}
+		plan, err := p.Plan(enc)
 		if err != nil {
 			return nil, skip.Handle(enc.Key, err)
 		}
@@ -116,7 +127,7 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 		if cfg.Observer != nil {
 			start = time.Now()
 		}
-		if err := p.Process(&s.Tensor, enc.Data, enc.Key); err != nil {
+		if err := p.Process(&s.Tensor, enc); err != nil {
 			s.Release()
 			if cfg.Observer != nil {
 				cfg.Observer.ObserveDecode(len(enc.Data), 0, time.Since(start), err)
@@ -138,7 +149,6 @@ type processorPool struct {
 	tr   Transform
 	mu   sync.Mutex
 	free []*Processor
-	made uint64
 }
 
 func (p *processorPool) get() (*Processor, error) {
@@ -149,10 +159,37 @@ func (p *processorPool) get() (*Processor, error) {
 		p.mu.Unlock()
 		return pr, nil
 	}
-	p.made++
-	idx := p.made
 	p.mu.Unlock()
-	return NewProcessor(p.dec, p.tr, idx)
+	return NewProcessor(p.dec, p.tr)
+}
+
+// indexGuard catches an accessor that gives every sample the same
+// [Encoded.Index] (one that does not set it): under a random transform
+// every image of a size would get the same crop and flip. It remembers the
+// first sample and refuses a later one with the same epoch and index but
+// another key.
+type indexGuard struct {
+	on    bool
+	mu    sync.Mutex
+	first Encoded // Key, Index and Epoch only
+	seen  bool
+}
+
+func (g *indexGuard) check(e Encoded) error {
+	if !g.on {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.seen {
+		g.first, g.seen = Encoded{Key: e.Key, Index: e.Index, Epoch: e.Epoch}, true
+		return nil
+	}
+	if e.Index == g.first.Index && e.Epoch == g.first.Epoch && e.Key != g.first.Key {
+		return fmt.Errorf("samples %s and %s both have index %d in epoch %d: a random transform draws from (seed, epoch, index), "+
+			"so the accessor must set Encoded.Index to each sample's dataset index", g.first.Key, e.Key, e.Index, e.Epoch)
+	}
+	return nil
 }
 
 func (p *processorPool) put(pr *Processor) {

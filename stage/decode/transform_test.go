@@ -293,34 +293,43 @@ func TestTransformValidate(t *testing.T) {
 	}
 }
 
+// TestProcessorFlipAndSeed: the random crop and flip of a sample follow
+// (seed, index): the same twice, varied across indices, another sequence
+// under another seed.
 func TestProcessorFlipAndSeed(t *testing.T) {
 	d := newDecoder(t, BackendAuto)
 	data := encodePNG(t, synthRGB(40, 30, 1, 0))
 	run := func(seed uint64) []string {
-		p, err := NewProcessor(d, Transform{RandomCrop: 20, FlipProb: 0.5, Seed: seed}, 3)
+		p, err := NewProcessor(d, Transform{RandomCrop: 20, FlipProb: 0.5, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var out []string
 		var tt tensor.Tensor
-		for i := 0; i < 20; i++ {
-			if err := p.Process(&tt, data, "p.png"); err != nil {
+		for i := range int64(20) {
+			if err := p.Process(&tt, Encoded{Data: data, Key: "p.png", Index: i}); err != nil {
 				t.Fatal(err)
 			}
 			out = append(out, string(tt.U8))
 		}
 		return out
 	}
-	a, b := run(5), run(5)
-	distinct := map[string]bool{}
+	a, b, c := run(5), run(5), run(6)
+	distinct, same := map[string]bool{}, 0
 	for i := range a {
 		if a[i] != b[i] {
 			t.Fatal("same seed gave different outputs")
 		}
 		distinct[a[i]] = true
+		if a[i] == c[i] {
+			same++
+		}
 	}
 	if len(distinct) < 5 {
 		t.Errorf("only %d distinct random crops/flips in 20 draws", len(distinct))
+	}
+	if same > 3 {
+		t.Errorf("seeds 5 and 6 agree on %d of 20 samples", same)
 	}
 }
 
