@@ -3,8 +3,9 @@
 //
 // # What it owns
 //
-//   - Parsing of PSI files: /proc/pressure/{memory,io,cpu} and any cgroup v2
-//     *.pressure file ([Parse], [ReadPSI]).
+//   - Reading PSI files: /proc/pressure/{memory,io,cpu} and any cgroup v2
+//     *.pressure file ([Parse], [ReadPSI]), through cgroup's one parser of the format
+//     (cgroup.ParsePSI), whose types [PSI] and [Stall] it names.
 //   - Pressure sources behind one interface, [Source], that deliver [Event]s on a
 //     channel: PSI triggers ([OpenTriggers]), cgroup v1 vmpressure
 //     ([OpenVMPressure]), a polling fallback on stall totals ([OpenPoller]) and a

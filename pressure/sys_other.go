@@ -12,8 +12,6 @@ import (
 // errNotLinux is returned by everything that needs Linux's PSI, cgroups or eventfd.
 var errNotLinux = fmt.Errorf("pressure signals need Linux (this is %s): %w", runtime.GOOS, errors.ErrUnsupported)
 
-func isNotSupported(error) bool { return false }
-
 // HasCapSysResource reports false with an error: capabilities are a Linux notion.
 func HasCapSysResource() (bool, error) { return false, errNotLinux }
 

@@ -98,7 +98,7 @@ func (d *Tables) Batches(opts Options) (Iterator[*Batch], error) {
 	if err != nil {
 		return nil, err
 	}
-	it := &tableIter{d: d, r: r, reader: reader, open: map[int]tableFile{}, skip: skipper{skip: r.Skip, max: r.MaxSkips}}
+	it := &tableIter{d: d, r: r, reader: reader, open: map[int]tableFile{}, skip: newSkipper(r)}
 	if it.mem = d.Allocator; it.mem == nil {
 		it.mem = memory.DefaultAllocator
 	}
@@ -106,7 +106,7 @@ func (d *Tables) Batches(opts Options) (Iterator[*Batch], error) {
 	for i := range d.paths {
 		tf, err := it.openFile(i)
 		if err != nil {
-			if serr := it.skip.handle(err); serr != nil {
+			if serr := it.skip.handle(err, Skipped{Path: d.paths[i], What: "the file", Off: -1, Lost: -1}); serr != nil {
 				it.Close()
 				return nil, serr
 			}
@@ -262,7 +262,11 @@ func (it *tableIter) Next(ctx context.Context) (*Batch, error) {
 		b, err := it.read(ctx, ref)
 		it.next++
 		if err != nil {
-			if serr := it.skip.handle(err); serr != nil {
+			what := fmt.Sprintf("record batch %d", ref.index)
+			if it.d.format == Parquet {
+				what = fmt.Sprintf("row group %d", ref.index)
+			}
+			if serr := it.skip.handle(err, Skipped{Path: it.d.paths[ref.file], What: what, Off: -1, Lost: -1}); serr != nil {
 				it.err = serr
 				return nil, serr
 			}

@@ -64,6 +64,7 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 		Process:    memory.LauncherProcess(),
 		Info:       func(s string) { fmt.Fprintln(stdout, "  "+s) },
 		Runtime:    func(r *memory.Runtime) { rt = r },
+		Skipped:    func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow run: %s: %v\n", node, err) },
 	}
 	if *metricsAddr != "" {
 		ms, err := serveMetrics(*metricsAddr, reg)

@@ -11,11 +11,14 @@
 // registered while the ring streams, so a steady pipeline registers nothing
 // per batch: a copy costs one asynchronous copy, one event record and one
 // event wait. Free registered slots are reused warmest first. When a copy
-// has completed, the slot's chunk is COPIED_GPU; if fewer than
-// Config.KeepRegistered free slots are registered it stays so, otherwise it
-// follows the post-GPU policy ([AfterCopy]): unregistered from the device
-// and in the ledger, then marked PREEMPTIBLE (MADV_FREE) or EVICTED. Memory a
-// device has registered is never madvised. Untouched slots cost nothing.
+// has completed, the slot's chunk is COPIED_GPU. The ring keeps registered
+// as many slots as it had in use at once over its recent acquisitions (at
+// least Config.KeepRegistered); a slot returned beyond that follows the
+// post-GPU policy ([AfterCopy]): unregistered from the device and in the
+// ledger, then marked PREEMPTIBLE (MADV_FREE) or EVICTED. So a burst keeps
+// its slots while it lasts, and a pipeline that slows down gives the idle
+// ones back. Memory a device has registered is never madvised. Untouched
+// slots cost nothing.
 //
 // # Device memory
 //

@@ -16,16 +16,16 @@ import (
 // device is one kind of device the stages are tested on.
 type device struct {
 	name string
-	open func(t *testing.T) gpu.Device
+	open func(t testing.TB) gpu.Device
 	// calls counts driver calls by name (nil for the simulated device).
 	calls func(names ...string) map[string]int64
 }
 
-func devices(t *testing.T) []device {
+func devices(t testing.TB) []device {
 	path := fakecuda.Build(t, fakecuda.Full)
 	f := fakecuda.Open(t, path)
 	return []device{
-		{name: "sim", open: func(t *testing.T) gpu.Device {
+		{name: "sim", open: func(t testing.TB) gpu.Device {
 			d, err := sim.Open(sim.Config{Capacity: 256 << 20, Bandwidth: 50e9, Latency: time.Microsecond})
 			if err != nil {
 				t.Fatal(err)
@@ -37,7 +37,7 @@ func devices(t *testing.T) []device {
 			})
 			return d
 		}},
-		{name: "cuda-fake", open: func(t *testing.T) gpu.Device {
+		{name: "cuda-fake", open: func(t testing.TB) gpu.Device {
 			f.TakeViolations()
 			d, err := cuda.Open(cuda.Config{Library: path})
 			if err != nil {
@@ -59,7 +59,7 @@ func devices(t *testing.T) []device {
 	}
 }
 
-func newUMA(t *testing.T) *uma.UMA {
+func newUMA(t testing.TB) *uma.UMA {
 	t.Helper()
 	u, err := uma.New(uma.Config{MemoryLimit: func() (int64, string, error) { return 8 << 30, "test", nil }})
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 )
 
 // AfterCopy is what happens to a staging slot once its copy completed and
-// the ring has enough registered slots in reserve ([Config.KeepRegistered]):
-// the post-GPU policy of UMA, per slot.
+// the ring has more slots registered than it needs (see [Ring]): the
+// post-GPU policy of UMA, per slot.
 type AfterCopy string
 
 // The after-copy policies.
@@ -46,10 +46,15 @@ type Config struct {
 	// positive, overrides it.
 	Budget int64
 	Slots  int
-	// KeepRegistered is how many free slots stay registered with the
-	// device, so that steady streaming registers nothing (default 2). A slot
-	// returned beyond it follows AfterCopy.
+	// KeepRegistered is the fewest slots kept registered with the device
+	// (default 2). Beyond it the ring keeps as many registered as it had
+	// in use at once over its last Window acquisitions, so that steady
+	// streaming registers nothing; a slot returned beyond both follows
+	// AfterCopy.
 	KeepRegistered int
+	// Window is the number of recent acquisitions whose peak of slots in use
+	// the ring keeps registered (default twice the slots, at least 16).
+	Window int
 	// AfterCopy is the post-copy policy (default Preemptible).
 	AfterCopy AfterCopy
 	// DeviceBytes is the device memory quota for batches on the device
@@ -83,6 +88,9 @@ type Ring struct {
 	regFree  []*slotState // free and registered (LIFO: the warmest first)
 	coldFree []*slotState // free and not registered
 	inUse    int
+	nreg     int   // slots registered now
+	window   []int // slots in use after each of the last Window acquisitions
+	wpos     int
 	wake     chan struct{}
 	err      error // the first failure of background work (Finish from Release)
 	next     int   // the next stream
@@ -143,6 +151,9 @@ func NewRing(cfg Config) (*Ring, error) {
 	if cfg.Streams == 0 {
 		cfg.Streams = 2
 	}
+	if cfg.Window == 0 {
+		cfg.Window = max(16, 2*cfg.Slots)
+	}
 	switch cfg.AfterCopy {
 	case "":
 		cfg.AfterCopy = Preemptible
@@ -150,8 +161,8 @@ func NewRing(cfg Config) (*Ring, error) {
 	default:
 		return nil, fmt.Errorf("gpu staging ring: after-copy policy %q: want preemptible, evict or keep", cfg.AfterCopy)
 	}
-	if cfg.KeepRegistered < 0 || cfg.Streams < 1 || cfg.DeviceBytes < 0 {
-		return nil, fmt.Errorf("gpu staging ring: KeepRegistered %d, Streams %d, DeviceBytes %d: out of range", cfg.KeepRegistered, cfg.Streams, cfg.DeviceBytes)
+	if cfg.KeepRegistered < 0 || cfg.Streams < 1 || cfg.DeviceBytes < 0 || cfg.Window < 1 {
+		return nil, fmt.Errorf("gpu staging ring: KeepRegistered %d, Streams %d, DeviceBytes %d, Window %d: out of range", cfg.KeepRegistered, cfg.Streams, cfg.DeviceBytes, cfg.Window)
 	}
 	if cfg.DeviceBytes == 0 {
 		cfg.DeviceBytes = int64(cfg.Slots) * slot
@@ -290,6 +301,12 @@ func (r *Ring) Acquire(ctx context.Context) (*Slot, error) {
 		r.mu.Lock()
 	}
 	r.inUse++
+	if len(r.window) < r.cfg.Window {
+		r.window = append(r.window, r.inUse)
+	} else {
+		r.window[r.wpos] = r.inUse
+		r.wpos = (r.wpos + 1) % len(r.window)
+	}
 	r.mu.Unlock()
 	if err := r.prepare(ctx, s); err != nil {
 		r.putBack(s)
@@ -313,6 +330,7 @@ func (r *Ring) prepare(ctx context.Context, s *slotState) error {
 		}
 		s.reg = reg
 		r.mu.Lock()
+		r.nreg++
 		r.stats.Registrations++
 		r.mu.Unlock()
 	}
@@ -416,9 +434,10 @@ func (s *Slot) Wait(ctx context.Context) error {
 }
 
 // Finish waits for the copy, ends the transfer (the slot's chunk becomes
-// COPIED_GPU), and returns the slot to the ring: registered while fewer
-// than KeepRegistered free slots are, else per AfterCopy (unregistered from
-// the device and the ledger, then PREEMPTIBLE or EVICTED). A second Finish
+// COPIED_GPU), and returns the slot to the ring: still registered while the
+// ring needs it (KeepRegistered, or the recent peak of slots in use), else
+// per AfterCopy (unregistered from the device and the ledger, then
+// PREEMPTIBLE or EVICTED). A second Finish
 // does nothing. If ctx ends first, it returns ctx's error and the slot stays
 // out until Release.
 func (s *Slot) Finish(ctx context.Context) error {
@@ -453,7 +472,7 @@ func (r *Ring) finish(s *Slot, copied bool) error {
 	}
 	st := s.s
 	r.mu.Lock()
-	keep := r.cfg.AfterCopy == Keep || len(r.regFree) < r.cfg.KeepRegistered
+	keep := r.cfg.AfterCopy == Keep || r.nreg <= max(r.cfg.KeepRegistered, r.peakLocked())
 	if keep {
 		r.inUse--
 		r.regFree = append(r.regFree, st)
@@ -476,6 +495,15 @@ func (r *Ring) finish(s *Slot, copied bool) error {
 	return err
 }
 
+// peakLocked is the most slots in use at once over the recent acquisitions.
+func (r *Ring) peakLocked() int {
+	p := 0
+	for _, n := range r.window {
+		p = max(p, n)
+	}
+	return p
+}
+
 // release unregisters st (device first, then the ledger) and gives its pages
 // back per AfterCopy.
 func (r *Ring) release(st *slotState) error {
@@ -485,6 +513,7 @@ func (r *Ring) release(st *slotState) error {
 	st.reg.Release()
 	st.reg = nil
 	r.mu.Lock()
+	r.nreg--
 	r.stats.Unregistrations++
 	r.mu.Unlock()
 	if r.cfg.AfterCopy == Evict {

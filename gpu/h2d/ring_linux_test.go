@@ -100,7 +100,7 @@ func verify(t *testing.T, d gpu.Device, p gpu.Ptr, seed, n int) {
 	}
 }
 
-// TestRingAfterCopy: slots returned beyond the registered reserve are
+// TestRingAfterCopy: slots returned beyond what the ring needs registered are
 // unregistered and given back per the policy; registered ones never are.
 func TestRingAfterCopy(t *testing.T) {
 	for _, tc := range []struct {
@@ -115,12 +115,13 @@ func TestRingAfterCopy(t *testing.T) {
 			ctx := context.Background()
 			d := devices(t)[0].open(t)
 			u := newUMA(t)
-			r, err := NewRing(Config{UMA: u, Device: d, SlotBytes: 1 << 16, Slots: 5, AfterCopy: tc.policy, KeepRegistered: 2})
+			r, err := NewRing(Config{UMA: u, Device: d, SlotBytes: 1 << 16, Slots: 5, AfterCopy: tc.policy, KeepRegistered: 2, Window: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer r.Close()
 			var slots []*Slot
+			var ptrs []gpu.Ptr
 			for i := range 5 { // a burst: every slot at once
 				s, err := r.Acquire(ctx)
 				if err != nil {
@@ -131,13 +132,37 @@ func TestRingAfterCopy(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer r.PutBuffer(p)
 				slots = append(slots, s)
+				ptrs = append(ptrs, p)
 			}
-			for _, s := range slots {
+			for i, s := range slots {
 				if err := s.Finish(ctx); err != nil {
 					t.Fatal(err)
 				}
+				r.PutBuffer(ptrs[i])
+			}
+			// Right after a burst of 5 the ring keeps all 5 registered: the
+			// burst may come again. Nothing is registered per batch.
+			if st := r.Stats(); st.Registered != 5 || st.Unregistrations != 0 {
+				t.Fatalf("after the burst: %+v, want all 5 registered", st)
+			}
+			// Then one batch at a time: once a window (3 acquisitions) has
+			// passed, the peak is 1, and each slot returned beyond
+			// KeepRegistered (2) follows the policy: the 3rd, 4th and 5th.
+			for i := range 5 {
+				s, err := r.Acquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fill(s.Bytes(), 10+i)
+				p, err := s.Copy(ctx, 1<<16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Finish(ctx); err != nil {
+					t.Fatal(err)
+				}
+				r.PutBuffer(p)
 			}
 			counts := map[uma.State]int{}
 			regs := 0
