@@ -310,7 +310,7 @@ func buildTar(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	o.ShuffleBuffer, o.Skip = int(cfg.Int("shuffle_buffer")), cfg.Bool("skip_bad")
+	o.ShuffleBuffer, o.Skip, o.OnSkip = int(cfg.Int("shuffle_buffer")), cfg.Bool("skip_bad"), b.Skipped
 	return Wrap(SampleType, flowsrc.Tar(b.Graph, b.Name, v.(*source.TarShards), o))
 }
 
@@ -466,7 +466,9 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 			e := decode.Encoded{Key: s.Key, Label: labelOf(s), Index: s.Index, Epoch: int64(epoch)}
 			switch {
 			case field != "":
-				e.Data = s.Field(field)
+				if e.Data = s.Field(field); e.Data == nil {
+					e.Err = s.MissingField(field)
+				}
 			case len(s.Fields) > 0:
 				e.Data = s.Fields[0].Data
 			}

@@ -22,6 +22,10 @@ type Hooks struct {
 	Run     func(ctx context.Context, g *flow.Graph) error
 	// Info receives one line for each choice made at start (budget, reader, decoder).
 	Info func(string)
+	// Skipped receives every input a node skipped as bad (a tar shard's rest, a
+	// member), named by err; without it the skips are only counted
+	// (Summary.Skipped, psiflow_stage_skipped_total).
+	Skipped func(node string, err error)
 	// Progress, when not nil, is called about every Interval from a goroutine
 	// that ends before Run returns.
 	Progress func(progress.Snapshot)
@@ -62,6 +66,13 @@ func (b *Build) Info(format string, args ...any) {
 	b.run.mu.Unlock()
 	if !seen && b.run.hooks.Info != nil {
 		b.run.hooks.Info(s)
+	}
+}
+
+// Skipped reports an input this node skipped as bad through Hooks.Skipped.
+func (b *Build) Skipped(err error) {
+	if b.run.hooks.Skipped != nil {
+		b.run.hooks.Skipped(b.Name, err)
 	}
 }
 
@@ -173,6 +184,9 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 		r.mu.Lock()
 		r.sum.Stages = g.Stats()
 		r.sum.Peak = max(r.sum.Peak, g.Budget().MaxInUse())
+		for _, st := range r.sum.Stages {
+			r.sum.Skipped += st.Skipped
+		}
 		r.mu.Unlock()
 		if errors.Is(err, ErrLimit) {
 			return result(), nil

@@ -32,6 +32,7 @@ func runCompare(ctx context.Context, args []string) error {
 	md := fs.String("md", "", "write the Markdown report here (default stdout)")
 	js := fs.String("json", "", "write the JSON report here")
 	only := fs.String("only", "", "run only this loader (psiflow or dataloader)")
+	limitSeconds := fs.Float64("limit-seconds", 3, "CPU seconds to time the transform alone for the CPU-bound limit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -88,7 +89,12 @@ func runCompare(ctx context.Context, args []string) error {
 			GroupPrefix: "psiflow-decodebench", Stderr: os.Stderr,
 		},
 	}
-	fmt.Fprintf(os.Stderr, "%d files, limits %v, %d rounds, cold=%v\n", len(files), ls, *rounds, *cold)
+	lim, err := measureLimit(files, *limitSeconds)
+	if err != nil {
+		return fmt.Errorf("measuring the CPU-bound limit: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "%d files, limits %v, %d rounds, cold=%v; CPU-bound limit %.0f images/s (%.0f per core × %d)\n",
+		len(files), ls, *rounds, *cold, lim.rate(), lim.perCore, lim.cpus)
 	rep, err := harness.Compare(ctx, plan, func(r harness.Result) {
 		fmt.Fprintf(os.Stderr, "%+v\n", r)
 	})
@@ -106,6 +112,7 @@ func runCompare(ctx context.Context, args []string) error {
 			err = werr
 		}
 		writeCPUTable(w, rep)
+		writeLimitTable(w, rep, lim)
 		if *js != "" {
 			f, ferr := os.Create(*js)
 			if ferr != nil {

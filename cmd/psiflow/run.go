@@ -64,6 +64,7 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 	hooks := pipelines.Hooks{
 		Options: []flow.Option{flow.WithRegistry(reg)},
 		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
+		Skipped: func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow run: %s: %v\n", node, err) },
 	}
 	if p.Resource.Budget > 0 {
 		fmt.Fprintf(stdout, "  budget: %s in flight\n", bytesize.Human(p.Resource.Budget))

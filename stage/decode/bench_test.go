@@ -1,9 +1,12 @@
 package decode
 
 import (
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 
+	"github.com/psiflow/psiflow/stage/decode/turbojpeg"
 	"github.com/psiflow/psiflow/tensor"
 )
 
@@ -236,4 +239,75 @@ func BenchmarkResizeCropFused(b *testing.B) {
 		}
 	}
 	reportRate(b, cm)
+}
+
+// BenchmarkCropAware measures crop-aware decoding by TurboJPEG's lossless
+// crop (tjTransform with TJXOPT_CROP on the MCU grid, then a decode of the
+// smaller JPEG) against the full decode followed by a copy of the box, for
+// central boxes of a share of the image's area: what docs/DECODE.md's
+// choice rests on.
+func BenchmarkCropAware(b *testing.B) {
+	lib, err := turbojpeg.Default()
+	if err != nil {
+		b.Skip(err)
+	}
+	for _, sz := range [][2]int{{500, 375}, {1024, 768}} {
+		data := encodeJPEG(b, synthRGB(sz[0], sz[1], 4, 24), 85)
+		for _, share := range []float64{1, 0.54, 0.25, 0.08} {
+			bw, bh := int(float64(sz[0])*math.Sqrt(share)), int(float64(sz[1])*math.Sqrt(share))
+			bx, by := (sz[0]-bw)/2, (sz[1]-bh)/2
+			for _, way := range []string{"full", "lossless"} {
+				b.Run(fmt.Sprintf("%dx%d/area=%.2f/%s", sz[0], sz[1], share, way), func(b *testing.B) {
+					d, err := lib.NewDecompressor()
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer d.Close()
+					tr, err := lib.NewTransformer()
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer tr.Close()
+					hdr, err := d.Header(data)
+					if err != nil {
+						b.Fatal(err)
+					}
+					mw, mh, _ := turbojpeg.MCUSize(hdr.Subsampling)
+					x0, y0 := bx/mw*mw, by/mh*mh
+					cw, ch := bx+bw-x0, by+bh-y0
+					pix := make([]byte, sz[0]*sz[1]*3)
+					buf := make([]byte, tr.CropBufSize(cw, ch, hdr.Subsampling))
+					var full, box Image
+					step := func() error {
+						if way == "full" {
+							full.Reset(sz[0], sz[1], 3)
+							if err := d.Decompress(data, hdr, turbojpeg.ScalingFactor{Num: 1, Denom: 1}, turbojpeg.PixelRGB, 0, full.Pix); err != nil {
+								return err
+							}
+							return Crop(&box, &full, bx, by, bw, bh)
+						}
+						n, err := tr.Crop(buf, data, x0, y0, cw, ch, hdr.Subsampling)
+						if err != nil {
+							return err
+						}
+						h, err := d.Header(buf[:n])
+						if err != nil {
+							return err
+						}
+						return d.Decompress(buf[:n], h, turbojpeg.ScalingFactor{Num: 1, Denom: 1}, turbojpeg.PixelRGB, 0, pix)
+					}
+					if err := step(); err != nil {
+						b.Fatal(err)
+					}
+					cm := startCPU(b)
+					for b.Loop() {
+						if err := step(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					reportRate(b, cm)
+				})
+			}
+		}
+	}
 }

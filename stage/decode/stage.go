@@ -25,6 +25,10 @@ type Encoded struct {
 	// get the same crop and flip, which a decode stage with a random
 	// transform refuses.
 	Index, Epoch int64
+	// Err, when set, is why the sample has nothing to decode (a tar sample
+	// without the member holding its image): the stage reports it, or skips the
+	// sample under its skip policy, as that sample's decode error.
+	Err error
 }
 
 // StageConfig configures [NewStage].
@@ -102,6 +106,9 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 	f := func(ctx context.Context, v I) (*tensor.Sample, error) {
 		skip.Seen()
 		enc := get(v)
+		if enc.Err != nil {
+			return nil, skip.Handle(enc.Key, fmt.Errorf("decode %s: %w", enc.Key, enc.Err))
+		}
 		p, err := procs.get()
 		if err != nil {
 			return nil, fmt.Errorf("decode stage %q: %w", name, err)
