@@ -52,6 +52,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	maxSkips := fs.Int64("max-skips", 0, "with -on-error skip: stop after this many skipped images per epoch (0: no limit)")
 	maxPixels := fs.Int64("max-pixels", decode.DefaultMaxPixels, "with -data: refuse images larger than this many pixels, from their header (-1: none)")
 	sinkSpec := fs.String("sink", "", "with -data: where batches go: null, arrow:PATH, arrow:unix:PATH, parquet:DIR or torch:SOCKET (python/psiflow connects); default: dropped")
+	overwrite := fs.Bool("overwrite", false, "with -sink arrow:PATH or parquet:DIR: replace what is there once the run ends cleanly (without it a file or folder that holds data is refused)")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	memoryMode := fs.String("memory", "elastic", "with -data: elastic (the budget follows the cgroup's headroom, memory is given back under pressure) or fixed (a 64 MiB registered read pool and nothing given back)")
 	if err := parseFlags(fs, args); err != nil {
@@ -179,7 +180,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		var out sink.Sink
 		if *sinkSpec != "" {
-			if out, err = sink.Open(*sinkSpec); err != nil {
+			if out, err = sink.OpenWith(*sinkSpec, sink.OpenOptions{Overwrite: *overwrite}); err != nil {
 				return fmt.Errorf("%w: -sink: %v", errUsage, err)
 			}
 			hooks.Consume = out.Consume
