@@ -23,7 +23,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +39,7 @@ import (
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
+	"github.com/psiflow/psiflow/source/synth"
 	"github.com/psiflow/psiflow/stage/decode"
 	"github.com/psiflow/psiflow/tensor"
 	"github.com/psiflow/psiflow/uma"
@@ -50,6 +53,7 @@ type config struct {
 	budget                  int64
 	simBandwidth            float64
 	verify                  bool
+	gen                     int
 	keepRegistered, streams int
 }
 
@@ -68,6 +72,7 @@ func parse(args []string) (config, error) {
 	fs.BoolVar(&c.verify, "verify", false, "copy every batch back from the device and compare it with what was staged")
 	fs.IntVar(&c.keepRegistered, "keep-registered", 0, "free staging slots kept registered (0: the ring's default)")
 	fs.IntVar(&c.streams, "streams", 0, "copy streams (0: the ring's default, 2)")
+	fs.IntVar(&c.gen, "gen", 0, "instead of a run: write N ImageNet-like JPEGs into -data/class0 (for machines without the psiflow launcher) and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -87,6 +92,13 @@ func parse(args []string) (config, error) {
 func main() {
 	em := protocol.NewEmitter(os.Stdout)
 	c, err := parse(os.Args[1:])
+	if err == nil && c.gen > 0 {
+		if _, err := synth.JPEGFiles(filepath.Join(c.data, "class0"), c.gen, synth.Image{}, 1); err != nil {
+			fmt.Fprintln(os.Stderr, "psiflow-gpubench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = run(ctx, c, em, os.Stdout)
@@ -155,6 +167,7 @@ func run(ctx context.Context, c config, em *protocol.Emitter, info io.Writer) (e
 	start := time.Now()
 	cpu0 := cpuTime()
 	var verified int64
+	busy := map[string]float64{}
 	for epoch := range c.epochs {
 		g := flow.New("gpubench", flow.WithBudget(c.budget))
 		read := flowsrc.Files(g, "read", files, source.Options{Epoch: epoch})
@@ -194,12 +207,20 @@ func run(ctx context.Context, c config, em *protocol.Emitter, info io.Writer) (e
 		if err := g.Run(ctx); err != nil {
 			return err
 		}
+		for _, s := range g.Stats() {
+			busy[s.Name] += s.Busy
+		}
 		_ = em.EndEpoch(epoch + 1)
 	}
 	wall := time.Since(start)
 	cpu := cpuTime() - cpu0
 	line := fmt.Sprintf("{\"event\":\"info\",\"end\":%q,\"samples\":%d,\"wall_s\":%.3f,\"cpu_s\":%.3f,\"samples_per_cpu_s\":%.1f,\"verified_batches\":%d",
 		c.end, em.Samples(), wall.Seconds(), cpu.Seconds(), float64(em.Samples())/cpu.Seconds(), verified)
+	for _, n := range []string{"decode", "collate", "pin", "h2d", "mark-preemptible"} {
+		if b, ok := busy[n]; ok {
+			line += fmt.Sprintf(",\"busy_%s_s\":%.3f", strings.ReplaceAll(n, "-", "_"), b)
+		}
+	}
 	if ring != nil {
 		s := ring.Stats()
 		line += fmt.Sprintf(",\"device\":%q,\"copies\":%d,\"registrations\":%d,\"marked\":%d,\"quota_waits\":%d",

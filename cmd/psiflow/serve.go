@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/internal/flagval"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
@@ -41,6 +42,7 @@ type serveConfig struct {
 
 func parseServe(args []string) (serveConfig, error) {
 	c := serveConfig{folder: imagefolder.DefaultConfig("")}
+	c.folder.Process = memory.LauncherProcess()
 	c.folder.ReadBuffers = 0 // package source's own buffers, as psiflow-imagefolder
 	fs := flag.NewFlagSet("psiflow serve", flag.ContinueOnError)
 	fs.StringVar(&c.socket, "socket", "", "Unix socket to listen on (required); python/psiflow's Client connects to it")

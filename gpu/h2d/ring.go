@@ -53,7 +53,7 @@ type Config struct {
 	// AfterCopy.
 	KeepRegistered int
 	// Window is the number of recent acquisitions whose peak of slots in use
-	// the ring keeps registered (default twice the slots, at least 16).
+	// the ring keeps registered (default four times the slots, at least 32).
 	Window int
 	// AfterCopy is the post-copy policy (default Preemptible).
 	AfterCopy AfterCopy
@@ -152,7 +152,7 @@ func NewRing(cfg Config) (*Ring, error) {
 		cfg.Streams = 2
 	}
 	if cfg.Window == 0 {
-		cfg.Window = max(16, 2*cfg.Slots)
+		cfg.Window = max(32, 4*cfg.Slots)
 	}
 	switch cfg.AfterCopy {
 	case "":

@@ -61,6 +61,12 @@ func iter[T any](g *flow.Graph, name string, open func(source.Options) (source.I
 			opts.Gate = gt
 		}
 	}
+	if opts.Buffers == nil {
+		// The graph's runtime owns the read buffers (package memory's read pools).
+		if rb, ok := g.Runtime().(interface{ ReadBuffers() source.BufferProvider }); ok {
+			opts.Buffers = rb.ReadBuffers()
+		}
+	}
 	return flow.Source(g, name, func(ctx context.Context, out *flow.Emitter[T]) (err error) {
 		// Every skip counts in the source's stage counters, and reaches the
 		// caller's OnSkip, which names it.

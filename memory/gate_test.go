@@ -1,4 +1,4 @@
-package throttle
+package memory
 
 import (
 	"context"
@@ -12,19 +12,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/kerneltest"
 	"github.com/psiflow/psiflow/pressure"
-	"github.com/psiflow/psiflow/reexec"
 )
-
-func TestMain(m *testing.M) {
-	reexec.Init()
-	goleak.VerifyTestMain(m)
-}
 
 // fakeSource is a pressure.Source fed by the test.
 type fakeSource struct{ ch chan pressure.Event }
@@ -45,10 +38,10 @@ func ints(n int) []int {
 // produces anything; when the level clears and permits recover, the graph finishes.
 func TestGateStopsAndResumesGraph(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th, err := New(Config{
+		th, err := newThrottle(GateConfig{
 			Model:  pressure.ModelConfig{Hold: 2 * time.Second, MinDwell: time.Second},
 			Policy: pressure.Policy{MaxPermits: 4, Quiet: time.Second, Step: 1, StepEvery: 100 * time.Millisecond},
-		})
+		}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,15 +49,15 @@ func TestGateStopsAndResumesGraph(t *testing.T) {
 		defer cancel()
 		src := &fakeSource{ch: make(chan pressure.Event)}
 		watchDone := make(chan error, 1)
-		go func() { watchDone <- th.Watch(ctx, src) }()
+		go func() { watchDone <- th.watch(ctx, src) }()
 		src.ch <- pressure.Event{Time: time.Now(), Signal: pressure.SignalFull, Share: 0.05, Window: 2 * time.Second, Count: 1}
 		synctest.Wait()
-		if st := th.Gate().Stats(); st.Limit != 0 {
+		if st := th.gate.Stats(); st.Limit != 0 {
 			t.Fatalf("gate open after a full event: %+v", st)
 		}
 
 		var seen atomic.Int64
-		g := flow.New("gated", th.Option())
+		g := flow.New("gated", flow.WithGate(th.gate))
 		flow.Sink(flow.FromSlice(g, "numbers", ints(100)), "count", func(ctx context.Context, v int) error {
 			seen.Add(1)
 			return nil
@@ -75,7 +68,7 @@ func TestGateStopsAndResumesGraph(t *testing.T) {
 		if n := seen.Load(); n != 0 {
 			t.Fatalf("%d elements passed a closed gate", n)
 		}
-		if st := th.Gate().Stats(); st.Waiting != 1 {
+		if st := th.gate.Stats(); st.Waiting != 1 {
 			t.Fatalf("source not waiting at the gate: %+v", st)
 		}
 		start := time.Now()
@@ -94,28 +87,29 @@ func TestGateStopsAndResumesGraph(t *testing.T) {
 		if err := <-watchDone; err != nil {
 			t.Fatal(err)
 		}
-		d := th.Recorder().Snapshot(time.Now())
+		d := th.rec.Snapshot(time.Now())
 		if d.Levels[pressure.LevelFull].Entries != 1 {
 			t.Fatalf("recorder: %+v", d.Levels)
 		}
 	})
 }
 
-// TestRunWithRealSources runs a graph under Run with the host's real pressure
-// sources; without pressure it completes and everything stops.
+// TestRunWithRealSources runs a graph under a runtime with the host's real
+// pressure sources; without pressure it completes and everything stops.
 func TestRunWithRealSources(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	th, err := New(Config{Registerer: reg})
+	rt, err := New(Config{Mode: Fixed, MaxBudget: 16 << 20, Workers: 1, ReadRegistered: -1, Pressure: true, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rt.Close()
 	var sum atomic.Int64
-	g := flow.New("real", th.Option())
+	g := flow.New("real", flow.WithRuntime(rt))
 	flow.Sink(flow.FromSlice(g, "numbers", ints(1000)), "sum", func(ctx context.Context, v int) error {
 		sum.Add(int64(v))
 		return nil
 	})
-	if err := th.Run(context.Background(), g); err != nil {
+	if err := g.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if sum.Load() != 999*1000/2 {
@@ -142,7 +136,7 @@ func TestRunWithRealSources(t *testing.T) {
 }
 
 // TestRunFailsWhenSourceFails: removing the watched cgroup ends the trigger source;
-// Run cancels the graph and says why.
+// the graph is cancelled and its error says why.
 func TestRunFailsWhenSourceFails(t *testing.T) {
 	name := fmt.Sprintf("throttletest-%d", os.Getpid())
 	grp, err := cgroup.New(name)
@@ -158,19 +152,21 @@ func TestRunFailsWhenSourceFails(t *testing.T) {
 	if _, err := grp.PressurePath("memory"); err != nil {
 		kerneltest.Skip(t, kerneltest.PSI, "no memory.pressure for cgroup %s: %v", name, err)
 	}
-	th, err := New(Config{Open: pressure.OpenConfig{Group: grp, MemoryEventsInterval: -1}})
+	rt, err := New(Config{Mode: Fixed, MaxBudget: 16 << 20, Workers: 1, ReadRegistered: -1, Pressure: true,
+		Gate: GateConfig{Open: pressure.OpenConfig{Group: grp, MemoryEventsInterval: -1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rt.Close()
 	started := make(chan struct{})
-	g := flow.New("doomed", th.Option())
+	g := flow.New("doomed", flow.WithRuntime(rt))
 	flow.Sink(flow.Source(g, "forever", func(ctx context.Context, out *flow.Emitter[int]) error {
 		close(started)
 		<-ctx.Done()
 		return ctx.Err()
 	}), "drop", func(context.Context, int) error { return nil })
 	done := make(chan error, 1)
-	go func() { done <- th.Run(context.Background(), g) }()
+	go func() { done <- g.Run(context.Background()) }()
 	<-started
 	if err := grp.Remove(); err != nil {
 		t.Fatal(err)
@@ -179,24 +175,9 @@ func TestRunFailsWhenSourceFails(t *testing.T) {
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrSourceFailed) || !strings.Contains(err.Error(), name) {
-			t.Fatalf("Run = %v, want ErrSourceFailed naming cgroup %s", err, name)
+			t.Fatalf("Graph.Run = %v, want ErrSourceFailed naming cgroup %s", err, name)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("Run still running 30s after its cgroup was removed")
-	}
-}
-
-func TestDefaultBudgetFollowsTheMemoryLimit(t *testing.T) {
-	opt, bytes, source, err := DefaultBudget()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _, err := pressure.DefaultByteBudget(0)
-	if err != nil || bytes != want || bytes <= 0 || source == "" {
-		t.Fatalf("DefaultBudget = %d from %q; pressure says %d (%v)", bytes, source, want, err)
-	}
-	g := flow.New("t", opt)
-	if g.Budget() == nil || g.Budget().Limit() != bytes {
-		t.Fatalf("graph budget %v, want %d", g.Budget(), bytes)
+		t.Fatal("graph still running 30s after its cgroup was removed")
 	}
 }

@@ -1,4 +1,4 @@
-package elastic_test
+package memory_test
 
 import (
 	"context"
@@ -6,22 +6,22 @@ import (
 	"fmt"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pressure"
 )
 
 // Narrow bounds how many elements a stage of several workers holds at once; the
 // runtime lowers the limit under memory pressure and restores it after.
 func ExampleNarrow() {
-	w, err := elastic.NewWorkers(4)
+	w, err := memory.NewWorkers(4)
 	if err != nil {
 		panic(err)
 	}
 	w.SetLimit(1) // as under LevelFull
 	g := flow.New("narrowed")
-	held := flow.Via(flow.FromSlice(g, "numbers", []int{1, 2, 3}), elastic.Narrow[int]("narrow", w))
+	held := flow.Via(flow.FromSlice(g, "numbers", []int{1, 2, 3}), memory.Narrow[int]("narrow", w))
 	// The graph releases each Held, giving its slot back, once square returns.
-	squares := flow.OrderedMap(held, "square", 4, func(_ context.Context, h *elastic.Held[int]) (int, error) {
+	squares := flow.OrderedMap(held, "square", 4, func(_ context.Context, h *memory.Held[int]) (int, error) {
 		return h.V * h.V, nil
 	})
 	flow.Sink(squares, "print", func(_ context.Context, v int) error {
@@ -41,14 +41,14 @@ func ExampleNarrow() {
 
 // A runtime in fixed mode: the budget given, no headroom, no shedding.
 func ExampleNew() {
-	rt, err := elastic.New(elastic.Config{Mode: elastic.Fixed, MaxBudget: 16 << 20, Workers: 2, ReadRegistered: -1})
+	rt, err := memory.New(memory.Config{Mode: memory.Fixed, MaxBudget: 16 << 20, Workers: 2, ReadRegistered: -1})
 	if err != nil {
 		panic(err)
 	}
 	defer rt.Close()
-	g := flow.New("train", rt.Options()...)
+	g := flow.New("train", flow.WithRuntime(rt))
 	flow.Sink(flow.FromSlice(g, "items", []string{"a", "b"}), "consume", func(context.Context, string) error { return nil })
-	if err := rt.Run(context.Background(), g); err != nil {
+	if err := g.Run(context.Background()); err != nil {
 		panic(err)
 	}
 	fmt.Println(rt.Mode(), rt.Budget().Limit()>>20, "MiB")
@@ -58,15 +58,15 @@ func ExampleNew() {
 // A run that the cgroup leaves less than its floor ends with a BelowFloorError; a
 // launcher tells it from a failure with errors.Is and exits with its own status.
 func ExampleBelowFloorError() {
-	policy, err := elastic.ParseFloorPolicy("stop")
+	policy, err := memory.ParseFloorPolicy("stop")
 	if err != nil {
 		panic(err)
 	}
-	var runErr error = &elastic.BelowFloorError{Floor: 40 << 20, Report: pressure.HeadroomReport{
+	var runErr error = &memory.BelowFloorError{Floor: 40 << 20, Report: pressure.HeadroomReport{
 		MemorySample: pressure.MemorySample{Limit: 256 << 20, Limited: true, Source: "memory.max", Unreclaimable: 230 << 20, Self: 20 << 20},
 		Current:      30 << 20, Reserve: 16 << 20,
 	}}
-	fmt.Println(policy, errors.Is(runErr, elastic.ErrBelowFloor))
+	fmt.Println(policy, errors.Is(runErr, memory.ErrBelowFloor))
 	fmt.Println(runErr)
 	// Output:
 	// stop true

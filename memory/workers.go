@@ -1,4 +1,4 @@
-package elastic
+package memory
 
 import (
 	"context"
@@ -23,7 +23,7 @@ type Workers struct {
 // NewWorkers returns a limiter of max slots, all open.
 func NewWorkers(max int) (*Workers, error) {
 	if max < 1 {
-		return nil, fmt.Errorf("elastic: workers %d: must be at least 1", max)
+		return nil, fmt.Errorf("memory: workers %d: must be at least 1", max)
 	}
 	return &Workers{max: max, limit: max, change: make(chan struct{})}, nil
 }
@@ -73,7 +73,7 @@ func (w *Workers) Enter(ctx context.Context) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("elastic: waiting for a worker slot: %w", ctx.Err())
+			return fmt.Errorf("memory: waiting for a worker slot: %w", ctx.Err())
 		}
 	}
 }
@@ -84,7 +84,7 @@ func (w *Workers) Leave() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.inUse <= 0 {
-		panic("elastic: Workers.Leave without a slot held")
+		panic("memory: Workers.Leave without a slot held")
 	}
 	w.inUse--
 	w.wakeLocked()

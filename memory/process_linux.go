@@ -1,6 +1,6 @@
 //go:build linux
 
-package elastic
+package memory
 
 import (
 	"bufio"
@@ -21,14 +21,14 @@ func PreferOOMVictim() (old int, err error) {
 	const path = "/proc/self/oom_score_adj"
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, fmt.Errorf("elastic: %w", err)
+		return 0, fmt.Errorf("memory: %w", err)
 	}
 	old, err = strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return 0, fmt.Errorf("elastic: %s: %q is not a number", path, strings.TrimSpace(string(b)))
+		return 0, fmt.Errorf("memory: %s: %q is not a number", path, strings.TrimSpace(string(b)))
 	}
 	if err := os.WriteFile(path, []byte("1000"), 0); err != nil {
-		return old, fmt.Errorf("elastic: set %s to 1000: %w", path, err)
+		return old, fmt.Errorf("memory: set %s to 1000: %w", path, err)
 	}
 	return old, nil
 }
@@ -43,11 +43,11 @@ func PreferOOMVictim() (old int, err error) {
 func LockProgramText() (int64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
-		return 0, fmt.Errorf("elastic: lock program text: %w", err)
+		return 0, fmt.Errorf("memory: lock program text: %w", err)
 	}
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
-		return 0, fmt.Errorf("elastic: lock program text: %w", err)
+		return 0, fmt.Errorf("memory: lock program text: %w", err)
 	}
 	defer f.Close()
 	var locked int64
@@ -78,7 +78,7 @@ func LockProgramText() (int64, error) {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return locked, fmt.Errorf("elastic: lock program text: %w", errors.Join(errs...))
+		return locked, fmt.Errorf("memory: lock program text: %w", errors.Join(errs...))
 	}
 	return locked, nil
 }

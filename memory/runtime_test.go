@@ -1,8 +1,9 @@
-package elastic
+package memory
 
 import (
 	"context"
 	"errors"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -201,7 +202,7 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 	var infos []string
 	before := debug.SetMemoryLimit(-1)
 	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 4,
-		Registerer: reg, Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, KeepOOMScore: true,
+		Registerer: reg, Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, Process: ProcessActions{GoMemoryLimit: true},
 		Info: func(s string) { mu.Lock(); infos = append(infos, s); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
@@ -249,15 +250,15 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 		t.Fatalf("after the co-tenant left: budget %s", bytesize.Human(rt.Budget().Limit()))
 	}
 	rt.onLevel(pressure.LevelNormal, pressure.LevelSome, time.Now())
-	if rt.Workers().Limit() != 2 || !rt.ReadBuffers().spilling.Load() {
-		t.Fatalf("at Some: workers %d (want 2), spilling %v", rt.Workers().Limit(), rt.ReadBuffers().spilling.Load())
+	if rt.Workers().Limit() != 2 || !rt.rb.spilling.Load() {
+		t.Fatalf("at Some: workers %d (want 2), spilling %v", rt.Workers().Limit(), rt.rb.spilling.Load())
 	}
 	rt.onLevel(pressure.LevelSome, pressure.LevelFull, time.Now())
 	if rt.Workers().Limit() != 1 || rt.Budget().Limit() != 16*mib {
 		t.Fatalf("at Full: workers %d budget %s; want 1 and the floor", rt.Workers().Limit(), bytesize.Human(rt.Budget().Limit()))
 	}
 	rt.onLevel(pressure.LevelFull, pressure.LevelNormal, time.Now())
-	if rt.Workers().Limit() != 4+WorkerSlack || rt.Budget().Limit() != 64*mib || rt.ReadBuffers().spilling.Load() {
+	if rt.Workers().Limit() != 4+WorkerSlack || rt.Budget().Limit() != 64*mib || rt.rb.spilling.Load() {
 		t.Fatal("at Normal again: workers, budget or read buffers not restored")
 	}
 	runs := rt.ShedRuns()
@@ -287,7 +288,7 @@ func TestRuntimeFitsWithinAllowance(t *testing.T) {
 	mem := &fakeMemory{at: time.Unix(1000, 0)}
 	before := debug.SetMemoryLimit(-1)
 	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 4,
-		Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, KeepOOMScore: true, KeepTextUnlocked: true})
+		Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, Process: ProcessActions{GoMemoryLimit: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +300,7 @@ func TestRuntimeFitsWithinAllowance(t *testing.T) {
 			t.Errorf("Go memory limit %d after Close, want %d", got, before)
 		}
 	}()
-	rb := rt.ReadBuffers()
+	rb := rt.rb
 	if rb == nil {
 		t.Skip("no UMA here: the spill pool is not there to give back")
 	}
@@ -361,14 +362,14 @@ func TestRuntimeStopsBelowFloor(t *testing.T) {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			mem := &fakeMemory{at: time.Unix(1000, 0), others: 10 * mib}
 			rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2, BelowFloor: tt.policy,
-				Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, KeepOOMScore: true, KeepTextUnlocked: true, KeepGoMemoryLimit: true})
+				Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer rt.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			g := flow.New("endless", rt.Options()...)
+			g := flow.New("endless", flow.WithRuntime(rt))
 			var delivered atomic.Int64
 			src := flow.Source(g, "numbers", func(ctx context.Context, out *flow.Emitter[int]) error {
 				for i := 0; ; i++ {
@@ -387,7 +388,7 @@ func TestRuntimeStopsBelowFloor(t *testing.T) {
 				}
 				return nil
 			})
-			err = rt.Run(ctx, g)
+			err = g.Run(ctx)
 			var bfe *BelowFloorError
 			switch {
 			case tt.wantStop && (!errors.As(err, &bfe) || !errors.Is(err, ErrBelowFloor)):
@@ -399,9 +400,9 @@ func TestRuntimeStopsBelowFloor(t *testing.T) {
 			}
 			if tt.wantStop {
 				// The next epoch's graph does not start.
-				g2 := flow.New("next", rt.Options()...)
+				g2 := flow.New("next", flow.WithRuntime(rt))
 				flow.Sink(flow.FromSlice(g2, "items", []int{1}), "consume", func(context.Context, int) error { return nil })
-				if err := rt.Run(ctx, g2); !errors.Is(err, ErrBelowFloor) {
+				if err := g2.Run(ctx); !errors.Is(err, ErrBelowFloor) {
 					t.Fatalf("next graph: Run = %v, want ErrBelowFloor again", err)
 				}
 			}
@@ -412,15 +413,15 @@ func TestRuntimeStopsBelowFloor(t *testing.T) {
 var errDone = errors.New("done")
 
 func TestRuntimeFixedAndValidate(t *testing.T) {
-	rt, err := New(Config{Mode: Fixed, MaxBudget: 8 * mib, Workers: 2, KeepGoMemoryLimit: true})
+	rt, err := New(Config{Mode: Fixed, MaxBudget: 8 * mib, Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rt.Headroom() != nil || rt.ReadBuffers() != nil || rt.Throttle() != nil || rt.Budget().Limit() != 8*mib {
+	if rt.Headroom() != nil || rt.rb != nil || rt.Gate() != nil || rt.Budget().Limit() != 8*mib {
 		t.Fatal("fixed mode: headroom, elastic buffers or a throttle made, or the budget not the one given")
 	}
 	if rt.UMA() != nil {
-		if regions := rt.Buffers().Regions(); len(regions) != 1 || len(regions[0]) != FixedReadPool {
+		if regions := rt.ReadBuffers().Regions(); len(regions) != 1 || len(regions[0]) != FixedReadPool {
 			t.Fatalf("fixed mode: registered regions %d, want one of 64 MiB", len(regions))
 		}
 	}
@@ -449,20 +450,20 @@ func TestRuntimeFixedAndValidate(t *testing.T) {
 func TestRuntimeShedActionsAtCritical(t *testing.T) {
 	mem := &fakeMemory{at: time.Unix(1000, 0)}
 	rt, err := New(Config{Mode: Elastic, Pressure: true, Floor: 8 * mib, BudgetFloor: 4 * mib, MaxBudget: 16 * mib, Workers: 2,
-		Headroom: pressure.HeadroomConfig{Read: mem.read}, KeepOOMScore: true, KeepTextUnlocked: true, KeepGoMemoryLimit: true})
+		Headroom: pressure.HeadroomConfig{Read: mem.read}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
 	rt.OnShed(ActionSampleCache, func(context.Context) (int64, error) { return 3 * mib, nil })
 	// A spilled buffer, released: its chunks are idle and go back at Critical.
-	rt.ReadBuffers().SetPressure(true)
-	b, err := rt.Buffers().Alloc(context.Background(), 2*mib)
+	rt.rb.SetPressure(true)
+	b, err := rt.ReadBuffers().Alloc(context.Background(), 2*mib)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Release()
-	if err := rt.Throttle().Gate().Shed(context.Background()); err != nil {
+	if err := rt.PressureGate().Shed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	runs := rt.ShedRuns()
@@ -476,5 +477,83 @@ func TestRuntimeShedActionsAtCritical(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(rt.m.freed.WithLabelValues(ActionUMAIdle)); v < 2*mib {
 		t.Errorf("uma_idle freed %v bytes, want at least the 2 MiB spilled buffer", v)
+	}
+}
+
+// A runtime a library makes changes nothing process-wide unless asked: the Go
+// memory limit and the OOM score stay as they were.
+func TestRuntimeLeavesTheProcessAlone(t *testing.T) {
+	mem := &fakeMemory{at: time.Unix(1000, 0)}
+	goBefore := debug.SetMemoryLimit(-1)
+	oomBefore, _ := os.ReadFile("/proc/self/oom_score_adj")
+	rt, err := New(Config{Mode: Elastic, Pressure: true, Floor: 8 * mib, BudgetFloor: 4 * mib, MaxBudget: 16 * mib, Workers: 2,
+		Headroom: pressure.HeadroomConfig{Read: mem.read}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := flow.New("g", flow.WithRuntime(rt))
+	flow.Sink(flow.FromSlice(g, "items", []int{1, 2, 3}), "consume", func(context.Context, int) error { return nil })
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetMemoryLimit(-1); got != goBefore {
+		t.Errorf("Go memory limit %d while the runtime is open, want %d (GoMemoryLimit not asked for)", got, goBefore)
+	}
+	if got, _ := os.ReadFile("/proc/self/oom_score_adj"); string(got) != string(oomBefore) {
+		t.Errorf("oom_score_adj %q, want %q (OOMVictim not asked for)", got, oomBefore)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every graph after the first is the next epoch: the read pool registered smaller
+// after an epoch with pressure is done by Graph.Run itself. One graph runs at a
+// time, and none after Close.
+func TestRuntimeEpochBoundaryAndOneGraphAtATime(t *testing.T) {
+	mem := &fakeMemory{at: time.Unix(1000, 0)}
+	rt, err := New(Config{Mode: Elastic, Floor: 8 * mib, BudgetFloor: 4 * mib, MaxBudget: 16 * mib, Workers: 2,
+		ReadRegistered: 2 * mib, Headroom: pressure.HeadroomConfig{Read: mem.read}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.rb == nil {
+		t.Skip("no UMA read buffers on this host")
+	}
+	run := func(name string, sink func(context.Context, int) error) error {
+		g := flow.New(name, flow.WithRuntime(rt))
+		flow.Sink(flow.FromSlice(g, "items", []int{1, 2}), "consume", sink)
+		return g.Run(context.Background())
+	}
+	nop := func(context.Context, int) error { return nil }
+	rt.rb.SetPressure(true) // pressure in epoch 1: epoch 2 registers a smaller pool
+	if err := run("epoch1", nop); err != nil {
+		t.Fatal(err)
+	}
+	rt.rb.SetPressure(false)
+	if got := rt.rb.Registered(); got != 2*mib {
+		t.Fatalf("registered %d during epoch 1, want 2 MiB", got)
+	}
+	inner := make(chan error, 1)
+	if err := run("epoch2", func(context.Context, int) error {
+		select {
+		case inner <- run("intruder", nop):
+		default:
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.rb.Registered(); got >= 2*mib {
+		t.Errorf("registered %d after an epoch with pressure, want less than 2 MiB", got)
+	}
+	if err := <-inner; !errors.Is(err, ErrGraphRunning) || !strings.Contains(err.Error(), "epoch2") {
+		t.Errorf("a graph started while another runs: %v, want ErrGraphRunning naming epoch2", err)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("late", nop); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("a graph after Close: %v, want an error saying the runtime is closed", err)
 	}
 }

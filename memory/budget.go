@@ -1,4 +1,4 @@
-package pressure
+package memory
 
 import (
 	"fmt"

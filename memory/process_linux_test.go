@@ -1,6 +1,6 @@
 //go:build linux
 
-package elastic
+package memory
 
 import (
 	"errors"

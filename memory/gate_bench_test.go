@@ -1,4 +1,4 @@
-package throttle
+package memory
 
 import (
 	"context"
@@ -65,16 +65,17 @@ func BenchmarkGraph(b *testing.B) {
 			benchGraph(b, work, []flow.Option{flow.WithGate(gate)}, runPlain)
 		})
 		b.Run("work="+itoa(work)+"/throttled", func(b *testing.B) {
-			th, err := New(Config{})
+			rt, err := New(Config{Mode: Fixed, MaxBudget: 1 << 30, Workers: 1, ReadRegistered: -1, Pressure: true})
 			if err != nil {
 				b.Fatal(err)
 			}
-			benchGraph(b, work, []flow.Option{th.Option()}, th.Run)
+			defer rt.Close()
+			benchGraph(b, work, []flow.Option{flow.WithRuntime(rt)}, runPlain)
 		})
 	}
 }
 
-// runPlain runs g without a monitor.
+// runPlain runs g (under its runtime, if it has one).
 func runPlain(ctx context.Context, g *flow.Graph) error { return g.Run(ctx) }
 
 func itoa(n int) string {

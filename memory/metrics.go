@@ -1,4 +1,4 @@
-package elastic
+package memory
 
 import (
 	"errors"
@@ -77,9 +77,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			}
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
-				return nil, fmt.Errorf("elastic: metrics already registered (one runtime per Registerer): %w", err)
+				return nil, fmt.Errorf("memory: metrics already registered (one runtime per Registerer): %w", err)
 			}
-			return nil, fmt.Errorf("elastic: metrics: %w", err)
+			return nil, fmt.Errorf("memory: metrics: %w", err)
 		}
 	}
 	m.registry = reg

@@ -1,10 +1,10 @@
 //go:build !linux
 
-package elastic
+package memory
 
 import "errors"
 
-var errNotLinux = errors.New("elastic: only on Linux")
+var errNotLinux = errors.New("memory: only on Linux")
 
 // PreferOOMVictim makes this process the OOM killer's first choice; Linux only.
 func PreferOOMVictim() (int, error) { return 0, errNotLinux }

@@ -1,4 +1,4 @@
-package elastic
+package memory
 
 import (
 	"errors"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/psiflow/psiflow/pipelines/elastic/pause"
+	"github.com/psiflow/psiflow/memory/pause"
 )
 
 // A trainer's peak: the cgroup leaves the loader 12 MiB for 5 s, then 90 MiB.

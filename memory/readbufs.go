@@ -1,4 +1,4 @@
-package elastic
+package memory
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func newReadBuffers(u *uma.UMA, registered, spill int64) (*ReadBuffers, error) {
 	r := &ReadBuffers{u: u, want: registered, minimum: min(registered, u.ChunkSize())}
 	var err error
 	if r.spill, err = u.NewPool("read-spill", spill, uma.ArenaOptions{}); err != nil {
-		return nil, fmt.Errorf("elastic: read spill pool: %w", err)
+		return nil, fmt.Errorf("memory: read spill pool: %w", err)
 	}
 	if err := r.register(registered); err != nil {
 		r.spill.Close()
@@ -55,7 +55,7 @@ func newReadBuffers(u *uma.UMA, registered, spill int64) (*ReadBuffers, error) {
 func (r *ReadBuffers) register(n int64) error {
 	if r.reg != nil {
 		if err := r.reg.Close(); err != nil {
-			return fmt.Errorf("elastic: closing the registered read pool: %w", err)
+			return fmt.Errorf("memory: closing the registered read pool: %w", err)
 		}
 		r.reg, r.size = nil, 0
 	}
@@ -64,7 +64,7 @@ func (r *ReadBuffers) register(n int64) error {
 	}
 	p, err := r.u.NewPool("read-registered", n, uma.ArenaOptions{Registered: true})
 	if err != nil {
-		return fmt.Errorf("elastic: registered read pool of %d bytes: %w", n, err)
+		return fmt.Errorf("memory: registered read pool of %d bytes: %w", n, err)
 	}
 	r.reg, r.size = p, p.Arena().Size()
 	return nil
@@ -73,7 +73,7 @@ func (r *ReadBuffers) register(n int64) error {
 // Alloc leases a buffer of at least n bytes (rounded up to source.Align).
 func (r *ReadBuffers) Alloc(ctx context.Context, n int) (source.Buffer, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("elastic: read buffer of %d bytes", n)
+		return nil, fmt.Errorf("memory: read buffer of %d bytes", n)
 	}
 	size := (max(n, 1) + source.Align - 1) / source.Align * source.Align
 	if !r.spilling.Load() {
@@ -89,7 +89,7 @@ func (r *ReadBuffers) Alloc(ctx context.Context, n int) (source.Buffer, error) {
 	r.spilled.Add(1)
 	l, err := r.spill.Alloc(ctx, size, nil)
 	if err != nil {
-		return nil, fmt.Errorf("elastic: read buffer of %d bytes: %w", n, err)
+		return nil, fmt.Errorf("memory: read buffer of %d bytes: %w", n, err)
 	}
 	return buffer{l: l, n: n}, nil
 }

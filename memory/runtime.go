@@ -1,4 +1,4 @@
-package elastic
+package memory
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
@@ -66,7 +65,8 @@ const goHeapBase = 32 << 20
 type Config struct {
 	// Mode is Elastic (the default) or Fixed.
 	Mode Mode
-	// Pressure gates the sources on the cgroup's memory pressure (a throttle).
+	// Pressure gates the sources on the cgroup's memory pressure: the pressure
+	// gate, driven by a monitor while each graph runs.
 	Pressure bool
 	// Floor is the loader's smallest working set that still makes progress, and
 	// BudgetFloor the part of it in the byte budget (Elastic; see
@@ -86,26 +86,38 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Info receives one line per choice at start and per floor crossing.
 	Info func(string)
-	// Throttle configures the gate (Pressure); its Registerer, OnLevel and
-	// OnShedError are set by New.
-	Throttle throttle.Config
+	// Gate configures the pressure gate and its monitor (Pressure).
+	Gate GateConfig
 	// Headroom's Read, Reserve, Lookahead and Interval are used in Elastic mode;
 	// Floor, BudgetFloor and Max come from the fields above.
 	Headroom pressure.HeadroomConfig
-	// KeepGoMemoryLimit leaves debug.SetMemoryLimit alone (Elastic sets it from the
-	// budget otherwise and restores it on Close).
-	KeepGoMemoryLimit bool
-	// KeepOOMScore leaves oom_score_adj alone. Elastic mode otherwise makes the loader
-	// the OOM killer's first choice in its cgroup ([PreferOOMVictim]): measured here,
-	// a co-tenant at 85% of the limit was killed 3 times in 5 without it, 0 in 5 with it.
-	KeepOOMScore bool
 	// BelowFloor is what the loader does when the cgroup leaves it less than Floor
 	// (Elastic): [StopBelowFloor] (the default) or [RunAtFloor].
 	BelowFloor FloorPolicy
-	// KeepTextUnlocked leaves the program's code reclaimable. Elastic mode otherwise
-	// locks it as it is faulted in ([LockProgramText]) so the monitor keeps running
-	// while the cgroup reclaims.
-	KeepTextUnlocked bool
+	// Process are the actions on the whole process (Elastic): off unless asked
+	// for, since a library must not change the program it runs in; the launcher
+	// turns them all on ([LauncherProcess]).
+	Process ProcessActions
+}
+
+// ProcessActions are what an Elastic runtime may do to the whole process, each
+// measured to help a loader beside its trainer.
+type ProcessActions struct {
+	// GoMemoryLimit makes debug.SetMemoryLimit follow the budget and the
+	// allowance (restored on Close).
+	GoMemoryLimit bool
+	// OOMVictim makes the loader the OOM killer's first choice in its cgroup
+	// ([PreferOOMVictim]): measured here, a co-tenant at 85% of the limit was
+	// killed 3 times in 5 without it, 0 in 5 with it.
+	OOMVictim bool
+	// LockText locks the program's code as it is faulted in ([LockProgramText])
+	// so the monitor keeps running while the cgroup reclaims.
+	LockText bool
+}
+
+// LauncherProcess is every process action on: what the psiflow launcher uses.
+func LauncherProcess() ProcessActions {
+	return ProcessActions{GoMemoryLimit: true, OOMVictim: true, LockText: true}
 }
 
 // Validate names the first field that cannot work.
@@ -113,37 +125,39 @@ func (c Config) Validate() error {
 	switch c.Mode {
 	case "", Elastic:
 		if c.Floor <= 0 || c.BudgetFloor <= 0 || c.BudgetFloor > c.Floor {
-			return fmt.Errorf("elastic: floor %d and budget floor %d bytes: need 0 < budget floor ≤ floor", c.Floor, c.BudgetFloor)
+			return fmt.Errorf("memory: floor %d and budget floor %d bytes: need 0 < budget floor ≤ floor", c.Floor, c.BudgetFloor)
 		}
 		if c.MaxBudget < c.BudgetFloor {
-			return fmt.Errorf("elastic: max budget %d bytes is below the budget floor %d", c.MaxBudget, c.BudgetFloor)
+			return fmt.Errorf("memory: max budget %d bytes is below the budget floor %d", c.MaxBudget, c.BudgetFloor)
 		}
 	case Fixed:
 		if c.MaxBudget < 0 {
-			return fmt.Errorf("elastic: budget %d bytes: must be 0 (a quarter of the limit) or more", c.MaxBudget)
+			return fmt.Errorf("memory: budget %d bytes: must be 0 (a quarter of the limit) or more", c.MaxBudget)
 		}
 	default:
-		return fmt.Errorf("elastic: memory mode %q: want elastic or fixed", c.Mode)
+		return fmt.Errorf("memory: mode %q: want elastic or fixed", c.Mode)
 	}
 	if c.Workers < 1 {
-		return fmt.Errorf("elastic: workers %d: must be at least 1", c.Workers)
+		return fmt.Errorf("memory: workers %d: must be at least 1", c.Workers)
 	}
 	if c.BelowFloor != "" {
 		if _, err := ParseFloorPolicy(string(c.BelowFloor)); err != nil {
-			return fmt.Errorf("elastic: %w", err)
+			return fmt.Errorf("memory: %w", err)
 		}
 	}
 	return nil
 }
 
 // Runtime is a loader's memory runtime: its byte budget, read buffers, decode
-// worker limit, pressure gate and shed actions. Build the graphs of a run with
-// [Runtime.Options], run each with [Runtime.Run], call [Runtime.NextEpoch] between
-// them and Close at the end.
+// worker limit, pressure gate and shed actions. A graph takes it once, with
+// flow.WithRuntime(rt), and Graph.Run does the rest: the monitor and the headroom
+// run while the graph runs, and a graph after the first is the next epoch (the
+// previous graph's garbage is collected and the registered read pool resized
+// first). One graph runs at a time; Close the runtime at the end.
 type Runtime struct {
 	cfg     Config
 	budget  *flow.Budget
-	th      *throttle.Throttle
+	th      *throttle
 	head    *pressure.Headroom
 	u       *uma.UMA
 	bufs    source.BufferProvider
@@ -158,6 +172,8 @@ type Runtime struct {
 	fit      fitState                // under applyMu
 	stopRun  context.CancelCauseFunc // the running graph's, under applyMu (nil between graphs)
 	stopErr  error                   // why the run was stopped, under applyMu
+	running  string                  // the running graph's name, under applyMu
+	graphs   int                     // graphs supervised so far, under applyMu
 	applyMu  sync.Mutex
 	onHead   []func(pressure.HeadroomReport) // under applyMu
 	prevGo   int64
@@ -190,15 +206,15 @@ func New(cfg Config) (_ *Runtime, err error) {
 
 	budget := cfg.MaxBudget
 	if cfg.Mode == Fixed && budget == 0 {
-		b, src, err := pressure.DefaultByteBudget(0)
+		b, src, err := DefaultByteBudget(0)
 		if err != nil {
-			return nil, fmt.Errorf("elastic: %w", err)
+			return nil, fmt.Errorf("memory: %w", err)
 		}
 		budget = b
 		r.info("budget: %s in flight, a quarter of the memory limit (%s)", bytesize.Human(b), src)
 	}
 	if r.budget, err = flow.NewBudget(budget); err != nil {
-		return nil, fmt.Errorf("elastic: %w", err)
+		return nil, fmt.Errorf("memory: %w", err)
 	}
 	r.headGoal.Store(budget)
 	m.budget.Set(float64(budget))
@@ -206,14 +222,14 @@ func New(cfg Config) (_ *Runtime, err error) {
 	if err := r.openBuffers(); err != nil {
 		return nil, err
 	}
-	if cfg.Mode == Elastic && !cfg.KeepOOMScore {
+	if cfg.Mode == Elastic && cfg.Process.OOMVictim {
 		if old, err := PreferOOMVictim(); err != nil {
 			r.info("OOM preference: %v", err)
 		} else if old != 1000 {
 			r.info("OOM preference: oom_score_adj %d → 1000, the loader goes before its co-tenant", old)
 		}
 	}
-	if cfg.Mode == Elastic && !cfg.KeepTextUnlocked {
+	if cfg.Mode == Elastic && cfg.Process.LockText {
 		if n, err := LockProgramText(); err != nil {
 			r.info("program text: not locked (%v)", err)
 		} else {
@@ -227,28 +243,28 @@ func New(cfg Config) (_ *Runtime, err error) {
 		}
 		hc.Floor, hc.BudgetFloor, hc.Max = cfg.Floor, cfg.BudgetFloor, cfg.MaxBudget
 		if r.head, err = pressure.NewHeadroom(hc); err != nil {
-			return nil, fmt.Errorf("elastic: %w", err)
+			return nil, fmt.Errorf("memory: %w", err)
 		}
 		r.info("budget: follows the cgroup's headroom between its floor %s and %s (loader floor %s)",
 			bytesize.Human(cfg.BudgetFloor), bytesize.Human(cfg.MaxBudget), bytesize.Human(cfg.Floor))
 	}
 	if cfg.Pressure {
-		tc := cfg.Throttle
-		tc.Registerer = cfg.Registerer
+		gc := cfg.Gate
+		var onLevel func(from, to pressure.Level, at time.Time)
 		if cfg.Mode == Elastic {
-			tc.OnLevel = r.onLevel
-			if tc.Policy.FullPermits == 0 {
+			onLevel = r.onLevel
+			if gc.Policy.FullPermits == 0 {
 				// At Full the budget is at its floor and one worker decodes: a few
 				// reads in flight keep that floor moving (see Policy.FullPermits).
-				tc.Policy.FullPermits = FullPermits
+				gc.Policy.FullPermits = FullPermits
 			}
 		}
-		if r.th, err = throttle.New(tc); err != nil {
-			return nil, fmt.Errorf("elastic: %w", err)
+		if r.th, err = newThrottle(gc, cfg.Registerer, onLevel); err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
 		}
 		if cfg.Mode == Elastic {
-			r.th.OnShed(ActionUMAIdle, r.shedUMA)
-			r.th.OnShed(ActionGoHeap, r.shedHeap)
+			r.th.gate.OnShed(ActionUMAIdle, r.shedUMA)
+			r.th.gate.OnShed(ActionGoHeap, r.shedHeap)
 		}
 	}
 	if r.head != nil {
@@ -282,17 +298,22 @@ func (r *Runtime) openBuffers() error {
 	}
 	if r.cfg.Mode == Fixed {
 		if r.fixed, err = r.u.NewPool("read-buffers", size, uma.ArenaOptions{Registered: true}); err != nil {
-			return fmt.Errorf("elastic: read pool: %w", err)
+			return fmt.Errorf("memory: read pool: %w", err)
 		}
 		if r.bufs, err = umabuf.New(r.fixed); err != nil {
-			return fmt.Errorf("elastic: %w", err)
+			return fmt.Errorf("memory: %w", err)
 		}
 		r.m.reg.Set(float64(size))
 		r.info("read buffers: a %s UMA pool registered with the rings (fixed)", bytesize.Human(size))
 		return nil
 	}
 	spill := r.cfg.MaxBudget + max(4<<20, r.cfg.MaxBudget/8)
-	if r.rb, err = newReadBuffers(r.u, min(size, r.cfg.MaxBudget), spill); err != nil {
+	if size > r.cfg.MaxBudget {
+		// Reads are charged to the budget: no more can be in flight at once.
+		r.info("read buffers: %s asked for, more than the largest budget; %s registered", bytesize.Human(size), bytesize.Human(r.cfg.MaxBudget))
+		size = r.cfg.MaxBudget
+	}
+	if r.rb, err = newReadBuffers(r.u, size, spill); err != nil {
 		return err
 	}
 	r.bufs = r.rb
@@ -311,21 +332,47 @@ func (r *Runtime) info(format string, args ...any) {
 // Mode returns the runtime's mode.
 func (r *Runtime) Mode() Mode { return r.cfg.Mode }
 
-// Budget returns the byte budget shared by the runtime's graphs.
+// Budget returns the byte budget shared by the runtime's graphs (flow.Runtime).
 func (r *Runtime) Budget() *flow.Budget { return r.budget }
 
-// Buffers returns the read-buffer provider for the sources (nil: package source's own).
-func (r *Runtime) Buffers() source.BufferProvider { return r.bufs }
+// Gate returns the pressure gate the graphs' sources take permits from
+// (flow.Runtime), nil without Pressure.
+func (r *Runtime) Gate() flow.Gate {
+	if r.th == nil {
+		return nil
+	}
+	return r.th.gate
+}
 
-// ReadBuffers returns the elastic read buffers (nil in Fixed mode or without UMA).
-func (r *Runtime) ReadBuffers() *ReadBuffers { return r.rb }
+// PressureGate returns the pressure gate for its statistics (nil without Pressure).
+func (r *Runtime) PressureGate() *pressure.Gate {
+	if r.th == nil {
+		return nil
+	}
+	return r.th.gate
+}
+
+// Recorder returns how long each pressure level lasted (nil without Pressure).
+func (r *Runtime) Recorder() *pressure.Recorder {
+	if r.th == nil {
+		return nil
+	}
+	return r.th.rec
+}
+
+// ReadBuffers returns the read buffers every source of the runtime's graphs reads
+// into (package source/flowsrc takes them from the graph's runtime), or nil for
+// package source's own pool.
+func (r *Runtime) ReadBuffers() source.BufferProvider {
+	if r.bufs == nil {
+		return nil
+	}
+	return r.bufs
+}
 
 // Workers returns the decode-worker limiter (Workers + [WorkerSlack] at Normal); put
 // [Narrow] before the decode stage.
 func (r *Runtime) Workers() *Workers { return r.workers }
-
-// Throttle returns the pressure gate's throttle (nil without Pressure).
-func (r *Runtime) Throttle() *throttle.Throttle { return r.th }
 
 // Headroom returns the headroom (nil in Fixed mode).
 func (r *Runtime) Headroom() *pressure.Headroom { return r.head }
@@ -333,21 +380,43 @@ func (r *Runtime) Headroom() *pressure.Headroom { return r.head }
 // UMA returns the runtime's UMA (nil without UMA read buffers).
 func (r *Runtime) UMA() *uma.UMA { return r.u }
 
-// Options returns the graph options: the shared budget and, with Pressure, the gate.
-func (r *Runtime) Options() []flow.Option {
-	opts := []flow.Option{flow.WithSharedBudget(r.budget)}
-	if r.th != nil {
-		opts = append(opts, r.th.Option())
-	}
-	return opts
-}
+// ErrGraphRunning is wrapped by the error of a graph started under a runtime
+// while another graph of it runs.
+var ErrGraphRunning = errors.New("memory runtime: another graph runs")
 
-// Run runs g (built with [Runtime.Options]) under the pressure monitor (with
-// Pressure) while the headroom is sampled (Elastic). It returns g's error once
-// everything it started has stopped, or, under [StopBelowFloor], the
-// [*BelowFloorError] that ended g (and every later Run of the runtime) because the
-// cgroup left the loader less than its floor.
-func (r *Runtime) Run(ctx context.Context, g *flow.Graph) error {
+// Supervise runs one graph's stages (flow.Runtime; flow.Graph.Run calls it). A
+// graph after the first is the next epoch: the previous graph's garbage is
+// collected and the registered read pool resized before it starts. While the
+// graph runs, the pressure monitor drives the gate (with Pressure) and the
+// headroom is sampled (Elastic). It returns run's error once everything it
+// started has stopped, or, under [StopBelowFloor], the [*BelowFloorError] that
+// ended the graph (and ends every later graph of the runtime) because the cgroup
+// left the loader less than its floor.
+func (r *Runtime) Supervise(ctx context.Context, g *flow.Graph, run func(context.Context) error) error {
+	r.applyMu.Lock()
+	switch {
+	case r.closed:
+		r.applyMu.Unlock()
+		return fmt.Errorf("memory runtime: graph %s: the runtime is closed", g.Name())
+	case r.running != "":
+		running := r.running
+		r.applyMu.Unlock()
+		return fmt.Errorf("%w: graph %s started while graph %s runs (one graph at a time)", ErrGraphRunning, g.Name(), running)
+	}
+	r.running = g.Name()
+	epoch := r.graphs
+	r.graphs++
+	r.applyMu.Unlock()
+	defer func() {
+		r.applyMu.Lock()
+		r.running = ""
+		r.applyMu.Unlock()
+	}()
+	if epoch > 0 {
+		if err := r.nextEpoch(); err != nil {
+			return fmt.Errorf("memory runtime: before graph %s: %w", g.Name(), err)
+		}
+	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// stopErr is set by any report applied so far, New's first sample included.
@@ -375,9 +444,9 @@ func (r *Runtime) Run(ctx context.Context, g *flow.Graph) error {
 	}
 	var err error
 	if r.th != nil {
-		err = r.th.Run(rctx, g)
+		err = r.th.supervise(rctx, g.Name(), run)
 	} else {
-		err = g.Run(rctx)
+		err = run(rctx)
 	}
 	stop()
 	wg.Wait()
@@ -390,15 +459,14 @@ func (r *Runtime) Run(ctx context.Context, g *flow.Graph) error {
 	return err
 }
 
-// NextEpoch resizes the registered read pool between two graphs (see
-// [ReadBuffers.NextEpoch]); call it after one graph's Run returned and before the
-// next graph is built.
+// nextEpoch resizes the registered read pool between two graphs (see
+// [ReadBuffers.NextEpoch]); Supervise calls it before every graph but the first.
 //
 // In Elastic mode it also collects the previous graph's garbage first, so that the
 // next graph's allocations reuse it: otherwise the Go heap peaks at two graphs' worth
 // at every epoch boundary and keeps those pages (measured: the loader's memory stepped
 // from 64 to 82–86 MiB at the start of epoch 2 and stayed there).
-func (r *Runtime) NextEpoch() error {
+func (r *Runtime) nextEpoch() error {
 	if r.cfg.Mode == Elastic {
 		// Twice: the first collection moves what sync.Pools hold (decode scratch,
 		// batch tensors) to their victim caches, the second frees it.
@@ -426,7 +494,7 @@ func (r *Runtime) Level() pressure.Level { return pressure.Level(r.level.Load())
 // OnHeadroom registers f to be called with every headroom report (Elastic mode,
 // about every 200 ms while a graph runs), after the budget followed it: memory the
 // loader holds outside the budget (a sample cache) can follow the headroom too.
-// Register before the first Run.
+// Register before the first graph runs.
 func (r *Runtime) OnHeadroom(f func(pressure.HeadroomReport)) {
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
@@ -489,7 +557,7 @@ func (r *Runtime) applyBudget() {
 			r.m.ran(ActionBudget, before-goal)
 		}
 	}
-	if r.cfg.Mode == Elastic && !r.cfg.KeepGoMemoryLimit {
+	if r.cfg.Mode == Elastic && r.cfg.Process.GoMemoryLimit {
 		lim := goHeapBase + goal
 		if f := r.goFit.Load(); f > 0 {
 			lim = min(lim, f)
@@ -555,7 +623,7 @@ func (r *Runtime) OnShed(action string, f func(ctx context.Context) (freed int64
 	if _, ok := r.m.count[action]; !ok {
 		action = ActionUMAIdle // unknown names are counted with the idle memory
 	}
-	r.th.OnShed(action, func(ctx context.Context) error {
+	r.th.gate.OnShed(action, func(ctx context.Context) error {
 		n, err := f(ctx)
 		r.m.ran(action, n)
 		return err
