@@ -8,12 +8,14 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN      := bin/psiflow
 PKGS     := ./...
 # Packages the tests need at run time: TurboJPEG for the JPEG decoder, Pillow
-# as the decode reference, numpy for the Python consumer's tests (python/tests),
+# and torchvision (with torch) as the decode and RandomResizedCrop references,
+# numpy for the Python consumer's tests (python/tests),
 # Prometheus (prometheus and promtool) for the rule tests and the real scrape in
 # internal/metrics; gcc (cc) builds the fake CUDA driver the gpu tests load.
 # python3-venv, -pip, -setuptools and -wheel install the Python package offline
-# (cmd/psiflow TestPythonInstall runs the README's install commands).
-TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy prometheus python3-venv python3-pip python3-setuptools python3-wheel gcc
+# (cmd/psiflow TestPythonInstall runs the README's install commands); python3-torch
+# runs the torchrun test (cmd/psiflow TestTorchrun: torch.distributed.run, gloo on CPU).
+TEST_DEBS  := libturbojpeg0 python3-pil python3-numpy prometheus python3-venv python3-pip python3-setuptools python3-wheel python3-torch python3-torchvision gcc
 # Packages the benchmarks compare against: fio, and PyTorch's DataLoader.
 BENCH_DEBS := fio python3-torch python3-torchvision python3-pil libturbojpeg0
 
@@ -47,7 +49,8 @@ wheel: deps
 # shuffled order. PSIFLOW_REQUIRE_KERNEL=1 makes a kernel test (PSI, cgroups, io_uring,
 # reclaim) that skips although this host supports the feature fail (internal/kerneltest);
 # the Python tests (python/tests) run inside go test (cmd/psiflow TestPythonModule), and
-# PSIFLOW_REQUIRE_PYTHON=1 makes a missing numpy a failure there instead of a skip.
+# PSIFLOW_REQUIRE_PYTHON=1 makes a missing numpy (or, in stage/decode, Pillow or
+# torchvision) a failure there instead of a skip.
 test: deps tracked-check fmt-check vet staticcheck test-rules test-cotenant test-nocgo
 	PSIFLOW_REQUIRE_KERNEL=1 PSIFLOW_REQUIRE_PYTHON=1 $(GO) test -race -shuffle=on -timeout 9m $(PKGS)
 

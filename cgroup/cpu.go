@@ -198,15 +198,11 @@ func (g *Group) CPUStat() (CPUStat, error) {
 		st.Usage = -1
 		if d := g.v1["cpuacct"]; d != "" {
 			p := filepath.Join(d, "cpuacct.usage")
-			s, err := readFile(p)
+			ns, err := ReadInt(p)
 			if err != nil {
 				return st, fmt.Errorf("cgroup %s: %w", g.name, err)
 			}
-			ns, err := strconv.ParseUint(s, 10, 64)
-			if err != nil {
-				return st, fmt.Errorf("cgroup %s: %s: %w", g.name, p, err)
-			}
-			st.Usage = durationOf(ns, time.Nanosecond)
+			st.Usage = durationOf(uint64(max(ns, 0)), time.Nanosecond)
 		}
 		return st, nil
 	case g.v2 != "" && exists(filepath.Join(g.v2, "cpu.stat")):
@@ -217,24 +213,17 @@ func (g *Group) CPUStat() (CPUStat, error) {
 }
 
 func (g *Group) readCPUStat(p string, v2 bool) (CPUStat, error) {
-	s, err := readFile(p)
+	m, err := ReadKeyed(p)
 	if err != nil {
 		return CPUStat{}, fmt.Errorf("cgroup %s: %w", g.name, err)
 	}
-	st, err := parseCPUStat(s, v2)
-	if err != nil {
-		return CPUStat{}, fmt.Errorf("cgroup %s: %s: %w", g.name, p, err)
-	}
-	return st, nil
+	return cpuStatOf(m, v2), nil
 }
 
-// parseCPUStat parses cpu.stat. v2 reports microseconds (usage_usec, throttled_usec); v1
-// reports throttled_time in nanoseconds and no usage (Usage is then -1).
-func parseCPUStat(text string, v2 bool) (CPUStat, error) {
-	m, err := parseFlatKeyed(text)
-	if err != nil {
-		return CPUStat{}, err
-	}
+// cpuStatOf reads cpu.stat's counters. v2 reports microseconds (usage_usec,
+// throttled_usec); v1 reports throttled_time in nanoseconds and no usage (Usage is
+// then -1).
+func cpuStatOf(m map[string]uint64, v2 bool) CPUStat {
 	st := CPUStat{Usage: -1, Periods: m["nr_periods"], Throttled: m["nr_throttled"]}
 	if v2 {
 		if u, ok := m["usage_usec"]; ok {
@@ -244,7 +233,7 @@ func parseCPUStat(text string, v2 bool) (CPUStat, error) {
 	} else {
 		st.ThrottledTime = durationOf(m["throttled_time"], time.Nanosecond)
 	}
-	return st, nil
+	return st
 }
 
 // durationOf converts a counter in unit to a Duration, saturating instead of wrapping.

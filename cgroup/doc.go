@@ -11,7 +11,13 @@
 //     [Tree.RemoveStale] for groups of dead processes) and starting a program inside one
 //     so that its memory is charged there from its first page ([Group.Start]).
 //   - Limits: memory max/high, cpu quota and weight, io weight and throttling, pids.
-//   - Statistics: memory usage and events, cpu.stat throttling, pids.events.
+//   - Statistics: memory usage, peak, memory.stat and events, cpu.stat throttling,
+//     pids.current, pids.max and pids.events.
+//   - The one set of readers of cgroup and /proc memory files, one per format, for both
+//     layouts ([ReadInt], [ReadLimit], [ReadKeyed], [ReadMemoryStat],
+//     [ReadProcSizes], [ReadPSI]; [Group.File] finds a group's file): every malformed
+//     line is a [*ParseError] naming the file and the line. pressure's headroom and
+//     cgroup/cgroupmetrics read through them.
 //   - An adaptive cpu quota controller ([QuotaController]), a pids.events watcher
 //     ([WatchPids]) and a child subreaper for launchers ([Reaper]).
 //
@@ -29,11 +35,18 @@
 // is gone. [Group.Watch] starts a watchdog process that removes the group as soon as
 // its owner dies without calling [Watchdog.Stop], grandchildren included.
 //
+// # Re-executed helpers
+//
+// The blocked start of [Group.Start] and the watchdog of [Group.Watch] re-execute the
+// running binary, which runs the helper from [RunHelper]: call it (or reexec.Init,
+// which also runs pressure's helper) first thing in main and TestMain. The package
+// has no init function; without the call those two refuse with [ErrNoHelper].
+//
 // # What it does not own
 //
-// Reading and parsing PSI (*.pressure files), PSI triggers and v1 vmpressure belong to
-// package pressure, which asks this package only for paths ([Group.PressurePath],
-// [Group.V1Dir]). The package knows nothing of graphs or stages.
+// PSI triggers, v1 vmpressure and what pressure means belong to package pressure,
+// which asks this package for paths ([Group.PressurePath], [Group.V1Dir]) and for the
+// PSI file format ([ReadPSI]). The package knows nothing of graphs or stages.
 //
 // # Why not containerd/cgroups
 //

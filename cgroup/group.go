@@ -83,20 +83,23 @@ func (g *Group) readInt(v2file, v1ctl, v1file string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s, err := readFile(p)
+	v, err := ReadInt(p)
 	if err != nil {
 		return 0, fmt.Errorf("cgroup %s: %w", g.name, err)
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup %s: %s: %w", g.name, p, err)
 	}
 	return v, nil
 }
 
-// file returns the path of the first interface file that exists: the v2 file in the
-// cgroup2 directory, else the v1 file in the controller's v1 directory. v2file or v1file
-// may be empty when a layout has no such file.
+// File returns the path of the group's first interface file that exists: v2file in
+// its cgroup2 directory, else v1file in the v1 directory of controller v1ctl; v2
+// reports which. v2file or v1file may be empty when a layout has no such file. When
+// neither exists the error wraps [ErrNoController] and names both. Read the file with
+// the reader of its format ([ReadInt], [ReadLimit], [ReadKeyed], [ReadMemoryStat],
+// [ReadPSI]).
+func (g *Group) File(v2file, v1ctl, v1file string) (path string, v2 bool, err error) {
+	return g.file(v2file, v1ctl, v1file)
+}
+
 func (g *Group) file(v2file, v1ctl, v1file string) (path string, v2 bool, err error) {
 	if v2file != "" && g.v2 != "" {
 		p := filepath.Join(g.v2, v2file)

@@ -12,6 +12,7 @@ import (
 const envChild = "PSIFLOW_CGROUP_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	RunHelper()
 	if mode := os.Getenv(envChild); mode != "" {
 		os.Exit(childMain(mode))
 	}

@@ -55,13 +55,8 @@ func (g *Group) MemoryLimit() (bytes int64, limited bool, err error) {
 	if err != nil {
 		return 0, false, err
 	}
-	s, err := readFile(p)
-	if err != nil {
+	if bytes, limited, err = ReadLimit(p); err != nil {
 		return 0, false, fmt.Errorf("cgroup %s: %w", g.name, err)
-	}
-	bytes, limited, err = parseLimit(s)
-	if err != nil {
-		return 0, false, fmt.Errorf("cgroup %s: %s: %w", g.name, p, err)
 	}
 	return bytes, limited, nil
 }
@@ -70,6 +65,26 @@ func (g *Group) MemoryLimit() (bytes int64, limited bool, err error) {
 // memory.usage_in_bytes on v1; both include page cache).
 func (g *Group) MemoryCurrent() (int64, error) {
 	return g.readInt("memory.current", "memory", "memory.usage_in_bytes")
+}
+
+// MemoryPeak returns the most bytes ever charged to the group (memory.peak on v2,
+// memory.max_usage_in_bytes on v1).
+func (g *Group) MemoryPeak() (int64, error) {
+	return g.readInt("memory.peak", "memory", "memory.max_usage_in_bytes")
+}
+
+// MemoryStat reads the group's memory.stat (see [MemoryStat.Get] for its counters on
+// either layout).
+func (g *Group) MemoryStat() (MemoryStat, error) {
+	p, v2, err := g.file("memory.stat", "memory", "memory.stat")
+	if err != nil {
+		return MemoryStat{}, err
+	}
+	st, err := ReadMemoryStat(p, v2)
+	if err != nil {
+		return MemoryStat{}, fmt.Errorf("cgroup %s: %w", g.name, err)
+	}
+	return st, nil
 }
 
 // MemoryEvents counts memory events of a group since it was created. On v2 the fields
@@ -99,38 +114,27 @@ func (g *Group) MemoryEvents() (MemoryEvents, error) {
 	if err != nil {
 		return MemoryEvents{}, err
 	}
-	s, err := readFile(p)
+	m, err := ReadKeyed(p)
 	if err != nil {
 		return MemoryEvents{}, fmt.Errorf("cgroup %s: %w", g.name, err)
 	}
-	var failcnt string
-	if !v2 {
-		if failcnt, err = readFile(filepath.Join(filepath.Dir(p), "memory.failcnt")); err != nil {
-			return MemoryEvents{}, fmt.Errorf("cgroup %s: %w", g.name, err)
-		}
+	if v2 {
+		return memoryEventsOf(m, 0, true), nil
 	}
-	ev, err := parseMemoryEvents(s, failcnt, v2)
+	failcnt, err := ReadInt(filepath.Join(filepath.Dir(p), "memory.failcnt"))
 	if err != nil {
-		return MemoryEvents{}, fmt.Errorf("cgroup %s: %s: %w", g.name, p, err)
+		return MemoryEvents{}, fmt.Errorf("cgroup %s: %w", g.name, err)
 	}
-	return ev, nil
+	return memoryEventsOf(m, failcnt, false), nil
 }
 
-// parseMemoryEvents parses v2 memory.events, or v1 memory.oom_control plus memory.failcnt.
-func parseMemoryEvents(text, failcnt string, v2 bool) (MemoryEvents, error) {
-	m, err := parseFlatKeyed(text)
-	if err != nil {
-		return MemoryEvents{}, err
-	}
+// memoryEventsOf reads v2 memory.events, or v1 memory.oom_control plus memory.failcnt.
+func memoryEventsOf(m map[string]uint64, failcnt int64, v2 bool) MemoryEvents {
 	if v2 {
 		return MemoryEvents{Low: m["low"], High: m["high"], Max: m["max"], OOM: m["oom"],
-			OOMKill: m["oom_kill"], OOMGroupKill: m["oom_group_kill"]}, nil
+			OOMKill: m["oom_kill"], OOMGroupKill: m["oom_group_kill"]}
 	}
-	ev := MemoryEvents{OOMKill: m["oom_kill"], UnderOOM: m["under_oom"] != 0}
-	if ev.Max, err = parseUint(failcnt); err != nil {
-		return MemoryEvents{}, fmt.Errorf("memory.failcnt: %w", err)
-	}
-	return ev, nil
+	return MemoryEvents{Max: uint64(max(failcnt, 0)), OOMKill: m["oom_kill"], UnderOOM: m["under_oom"] != 0}
 }
 
 // PressurePath returns the group's PSI file for resource ("memory", "io" or "cpu"):
@@ -169,15 +173,11 @@ func SelfMemoryLimit() (bytes int64, source string, err error) {
 // limits the process).
 func (t *Tree) SelfMemoryLimit() (bytes int64, source string, err error) {
 	memPath := filepath.Join(t.proc, "meminfo")
-	b, err := os.ReadFile(memPath)
+	total, err := ReadProcSizes(memPath, "MemTotal:")
 	if err != nil {
 		return 0, "", fmt.Errorf("memory limit: %w", err)
 	}
-	total, err := parseMemTotal(string(b))
-	if err != nil {
-		return 0, "", fmt.Errorf("memory limit: %s: %w", memPath, err)
-	}
-	bytes, source = total, memPath+" MemTotal"
+	bytes, source = total[0], memPath+" MemTotal"
 	g, err := t.Self()
 	if err != nil {
 		return 0, "", fmt.Errorf("memory limit: %w", err)
@@ -190,11 +190,7 @@ func (t *Tree) SelfMemoryLimit() (bytes int64, source string, err error) {
 	}
 	for dir != "" {
 		p := filepath.Join(dir, file)
-		if s, err := readFile(p); err == nil {
-			v, limited, err := parseLimit(s)
-			if err != nil {
-				return 0, "", fmt.Errorf("memory limit: %s: %w", p, err)
-			}
+		if v, limited, err := ReadLimit(p); err == nil {
 			if limited && v < bytes {
 				bytes, source = v, p
 			}

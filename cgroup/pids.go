@@ -35,13 +35,21 @@ func (g *Group) PidsEvents() (max uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	s, err := readFile(p)
+	m, err := ReadKeyed(p)
 	if err != nil {
 		return 0, fmt.Errorf("cgroup %s: %w", g.name, err)
 	}
-	m, err := parseFlatKeyed(s)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup %s: %s: %w", g.name, p, err)
-	}
 	return m["max"], nil
+}
+
+// PidsMax returns the group's pids.max; limited is false when there is none.
+func (g *Group) PidsMax() (n int64, limited bool, err error) {
+	p, _, err := g.file("pids.max", "pids", "pids.max")
+	if err != nil {
+		return 0, false, err
+	}
+	if n, limited, err = ReadLimit(p); err != nil {
+		return 0, false, fmt.Errorf("cgroup %s: %w", g.name, err)
+	}
+	return n, limited, nil
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // The blocked start works by re-executing the running binary (/proc/self/exe) with two
-// environment variables set. This package's init function sees them, waits for one byte
+// environment variables set. [RunHelper], called first thing in main, sees them, waits for one byte
 // on the inherited pipe, and then execs the real program with the caller's arguments and
 // environment (minus these variables). The program a caller starts therefore only begins
 // after its PID is in every cgroup: its memory is charged to the group from its first
@@ -27,12 +27,6 @@ const (
 // trampolineStatus is the exit status of a trampoline whose parent gave up (no release
 // byte) or whose exec failed.
 const trampolineStatus = 127
-
-func init() {
-	if fd, ok := os.LookupEnv(envStartFD); ok {
-		trampoline(fd, os.Getenv(envStartPath))
-	}
-}
 
 func trampoline(fdText, path string) {
 	fd, err := strconv.Atoi(fdText)
@@ -75,8 +69,9 @@ func trampoline(fdText, path string) {
 // starter dies (PR_SET_PDEATHSIG): a killed launcher does not leave it running. Its
 // own children are not covered; [Group.Watch] and [Tree.RemoveOrphans] are.
 //
-// The blocked path re-executes the running binary, which must therefore import this
-// package (it does, since it calls Start). On it, a Path that exists but cannot be
+// The blocked path re-executes the running binary, which must therefore call
+// [RunHelper] (or reexec.Init) first thing in main and in TestMain; Start refuses with
+// [ErrNoHelper] when it did not. On it, a Path that exists but cannot be
 // executed shows up as exit status 127 with a message on the child's stderr, not as an
 // error from Start.
 func (g *Group) Start(cmd *exec.Cmd) error {
@@ -130,6 +125,9 @@ func (g *Group) startInto(cmd *exec.Cmd) error {
 }
 
 func (g *Group) startBlocked(cmd *exec.Cmd) error {
+	if err := helperReady("start " + cmd.Path + " blocked (the v1/hybrid layout, or no clone3 into a cgroup)"); err != nil {
+		return fmt.Errorf("cgroup %s: %w", g.name, err)
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("cgroup %s: start %s: %w", g.name, cmd.Path, err)

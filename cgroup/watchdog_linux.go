@@ -24,12 +24,6 @@ const (
 	envWatchDirs = "PSIFLOW_CGROUP_WATCH_DIRS"
 )
 
-func init() {
-	if fd, ok := os.LookupEnv(envWatchFD); ok {
-		os.Exit(watchdogMain(fd, os.Getenv(envWatchDirs)))
-	}
-}
-
 // Watchdog is a process outside the group that removes the group, and kills what is
 // in it, if the process that started the watchdog dies (SIGKILL included) before
 // calling Stop. See [Group.Watch].
@@ -45,7 +39,13 @@ type Watchdog struct {
 // SIGKILL to each PID, until the group is empty) and removes g's directories, the
 // cgroup2 leaf first. This also ends the grandchildren that PR_SET_PDEATHSIG on the
 // direct child does not reach.
+//
+// The watchdog re-executes the running binary, which must call [RunHelper] (or
+// reexec.Init) first thing in main; Watch refuses with [ErrNoHelper] when it did not.
 func (g *Group) Watch() (*Watchdog, error) {
+	if err := helperReady("watchdog"); err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", g.name, err)
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("cgroup %s: watchdog: %w", g.name, err)

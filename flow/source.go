@@ -83,6 +83,14 @@ func (e *Emitter[T]) EmitAdmitted(ctx context.Context, v T) error {
 	return e.out.Send(ctx, stage.Envelope[T]{Value: v})
 }
 
+// Skipped counts n inputs the source dropped under its skip policy in its stage's
+// counters (Skipped, psiflow_stage_skipped_total); the source names each itself.
+func (e *Emitter[T]) Skipped(n int64) {
+	if m := e.out.Metrics(); m != nil {
+		m.Skipped.Add(n)
+	}
+}
+
 // Cancel gives back a reservation that will not be emitted.
 func (e *Emitter[T]) Cancel() {
 	e.claim.Drop()

@@ -7,7 +7,8 @@ import (
 )
 
 // TestDocsMatchRegistry keeps docs/PIPELINES.md's reference equal to the registry.
-// Regenerate it with: psiflow stages -markdown (between the markers).
+// Regenerate it with PSIFLOW_UPDATE_DOCS=1 go test -run TestDocsMatchRegistry
+// ./pipelines (or paste psiflow stages -markdown between the markers).
 func TestDocsMatchRegistry(t *testing.T) {
 	b, err := os.ReadFile("../docs/PIPELINES.md")
 	if err != nil {
@@ -20,6 +21,13 @@ func TestDocsMatchRegistry(t *testing.T) {
 		t.Fatalf("docs/PIPELINES.md lacks the %q … %q markers", begin, end)
 	}
 	if got, want := doc[i+len(begin):j], Default().Markdown(); got != want {
+		if os.Getenv("PSIFLOW_UPDATE_DOCS") == "1" {
+			if err := os.WriteFile("../docs/PIPELINES.md", []byte(doc[:i+len(begin)]+want+doc[j:]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Log("docs/PIPELINES.md's reference regenerated")
+			return
+		}
 		t.Fatalf("docs/PIPELINES.md's reference is out of date; regenerate it with psiflow stages -markdown.\nwant:\n%s", want)
 	}
 	for _, k := range Default().Kinds() {

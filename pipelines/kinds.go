@@ -11,37 +11,33 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/internal/bytesize"
-	"github.com/psiflow/psiflow/pipelines/imagefolder"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/source/synth"
-	"github.com/psiflow/psiflow/source/umabuf"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
-	"github.com/psiflow/psiflow/uma"
+	"github.com/psiflow/psiflow/tensor"
+	"github.com/psiflow/psiflow/tensor/tensorarrow"
 )
 
 // The built-in element types.
 var (
 	SampleType = NewType("sample", "*source.Sample: one raw training example, named fields of bytes (a file, or a tar sample's members)",
 		func(s *source.Sample) (int64, int64) { return 1, s.Len() })
-	ImageType = NewType("image", "*decode.Sample: one decoded, transformed image tensor with its key and label",
-		func(s *decode.Sample) (int64, int64) { return 1, s.Size() })
-	ImagesType = NewType("images", "[]*decode.Sample: a group of images from batch, not yet collated",
-		func(ss []*decode.Sample) (int64, int64) {
+	ImageType = NewType("image", "*tensor.Sample: one decoded, transformed image tensor with its key and label",
+		func(s *tensor.Sample) (int64, int64) { return 1, s.Size() })
+	ImagesType = NewType("images", "[]*tensor.Sample: a group of images from batch, not yet collated",
+		func(ss []*tensor.Sample) (int64, int64) {
 			var n int64
 			for _, s := range ss {
 				n += s.Size()
 			}
 			return int64(len(ss)), n
 		})
-	BatchType = NewType("batch", "*decode.Batch: one contiguous tensor [n, ...] with the samples' keys and labels",
-		func(b *decode.Batch) (int64, int64) { return int64(len(b.Keys)), b.Size() })
+	BatchType = NewType("batch", "*tensor.Batch: one contiguous tensor [n, ...] with the samples' keys and labels",
+		func(b *tensor.Batch) (int64, int64) { return int64(len(b.Keys)), b.Size() })
 	TableType = NewType("table", "*source.Batch: one Arrow record batch (a Parquet row group or an IPC record batch)",
 		func(b *source.Batch) (int64, int64) { return b.Record.NumRows(), b.Len() })
 	TensorsType = NewType("tensors", "*pipelines.Tensors: named tensors of one record batch's columns, one row per sample",
@@ -54,14 +50,14 @@ var (
 type Tensors struct {
 	Rows    int
 	Names   []string
-	Tensors []decode.Tensor
+	Tensors []tensor.Tensor
 }
 
 // Size is the tensors' bytes.
 func (t *Tensors) Size() int64 {
 	var n int64
-	for _, x := range t.Tensors {
-		n += int64(len(x.U8)) + 4*int64(len(x.F32))
+	for i := range t.Tensors {
+		n += t.Tensors[i].NBytes()
 	}
 	return n
 }
@@ -92,7 +88,7 @@ func RegisterBuiltins(r *Registry) error {
 				IntParam("readers", 0, 0, 1024, "readers (one ring each); 0: package source's default"),
 				BoolParam("drop_cache", false, "drop each file's page cache once read"),
 				BoolParam("direct", false, "read with O_DIRECT, past the page cache (file systems that refuse it, such as tmpfs, are read buffered)"),
-				BytesParam("read_buffers", 0, 0, 1<<40, "size of a UMA pool the reads land in, registered with the rings; 0: source's own pool"),
+				BytesParam("read_buffers", 0, 0, 1<<40, "size of the memory runtime's read pool registered with the rings (reads beyond it go to a spill pool given back under pressure); 0: the runtime's default (the budget floor elastic, 64 MiB fixed)"),
 			),
 			Build: buildFiles,
 		},
@@ -136,14 +132,22 @@ func RegisterBuiltins(r *Registry) error {
 				IntParam("workers", 0, 0, 1024, "samples decoded at once; 0: GOMAXPROCS"),
 				BoolParam("ordered", false, "keep the input order (else completion order)"),
 				StringParam("field", "", "the field holding the image (jpg, png...); empty: the first field"),
-				EnumParam("label", "none", []string{"none", "folder", "field"}, "the label: none (-1), folder (ImageFolder class of a files source) or field (label_field's text)"),
+				EnumParam("label", "none", []string{"none", "folder", "field"}, "the label: none (-1), folder (ImageFolder class index of a files source, whose files outside a class folder are then skipped with one notice, as torchvision does) or field (label_field's text)"),
 				StringParam("label_field", "cls", "the field holding the label as decimal text, with label: field"),
 				IntParam("resize", 0, 0, 16384, "shorter side after resizing (torchvision Resize(n)); 0: keep"),
 				IntParam("center_crop", 0, 0, 16384, "central square crop; 0: none"),
 				IntParam("random_crop", 0, 0, 16384, "random square crop; 0: none (not with center_crop)"),
+				IntParam("random_resized_crop", 0, 0, 16384, "torchvision RandomResizedCrop(n): a box of random area and ratio resized to n×n; 0: none (not with resize or the crops)"),
+				FloatParam("scale_min", 0.08, 1e-6, 1, "random_resized_crop: smallest box area, a fraction of the image's"),
+				FloatParam("scale_max", 1, 1e-6, 1, "random_resized_crop: largest box area, a fraction of the image's"),
+				FloatParam("ratio_min", 3.0/4, 1e-3, 1e3, "random_resized_crop: smallest aspect ratio (width/height), drawn log-uniformly"),
+				FloatParam("ratio_max", 4.0/3, 1e-3, 1e3, "random_resized_crop: largest aspect ratio (width/height)"),
 				FloatParam("flip", 0, 0, 1, "probability of a horizontal flip"),
+				BoolParam("exact", false, "decode every JPEG at full size: the same bytes as Pillow + torchvision (else at 1/2, 1/4 or 1/8 where the next size is at most half the source; docs/DECODE.md)"),
 				EnumParam("layout", "chw", []string{"chw", "hwc"}, "tensor layout"),
-				EnumParam("normalize", "none", []string{"none", "imagenet"}, "none: uint8 output; imagenet: float32 (v/255-mean)/std"),
+				EnumParam("normalize", "none", []string{"none", "imagenet", "custom"}, "none: uint8 output; imagenet or custom (mean, std): float32 (v/255-mean)/std"),
+				StringParam("mean", "0.485,0.456,0.406", "normalize: custom: per-channel means, comma-separated"),
+				StringParam("std", "0.229,0.224,0.225", "normalize: custom: per-channel standard deviations, comma-separated"),
 				EnumParam("backend", "auto", []string{"auto", "turbojpeg", "std"}, "JPEG decoder: auto (libjpeg-turbo when present), turbojpeg (required) or std"),
 				IntParam("seed", 1, 0, math.MaxInt64, "seed of the random crop and flip"),
 			},
@@ -204,41 +208,32 @@ func shardOptions(cfg *Config, epoch int) (source.Options, error) {
 	return o, nil
 }
 
-type filesState struct {
-	files *source.Files
-	bufs  source.BufferProvider
-}
-
 func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	v, err := b.Keep(func() (any, func() error, error) {
-		files, err := source.Dir(cfg.String("dir"), cfg.Strings("extensions")...)
+		dir := cfg.String("dir")
+		files, err := source.Dir(dir, cfg.Strings("extensions")...)
 		if err != nil {
 			return nil, nil, err
 		}
-		st := &filesState{files: files}
-		if sz := cfg.Int("read_buffers"); sz > 0 {
-			u, err := uma.New(uma.Config{})
+		if folderLabelled(b.Pipeline) {
+			classes, err := sharedClasses(b, dir)
 			if err != nil {
 				return nil, nil, err
 			}
-			pool, err := u.NewPool(b.Name+"-buffers", sz, uma.ArenaOptions{Registered: true})
-			if err != nil {
-				u.Close()
+			var outside []string
+			if files, outside, err = classes.Members(files); err != nil {
 				return nil, nil, err
 			}
-			if st.bufs, err = umabuf.New(pool); err != nil {
-				return nil, nil, errors.Join(err, pool.Close(), u.Close())
+			if n := classes.OutsideNotice(outside); n != "" {
+				b.Info("%s", n)
 			}
-			b.Info("reads land in a %s UMA pool registered with the rings", bytesize.Human(sz))
-			// Close fails if any lease is still out: a leak surfaces here.
-			return st, func() error { return errors.Join(pool.Close(), u.Close()) }, nil
 		}
-		return st, nil, nil
+		return files, nil, nil
 	})
 	if err != nil {
 		return Stream{}, err
 	}
-	st := v.(*filesState)
+	files := v.(*source.Files)
 	if io := source.IOStatus(); io.Reason != "" {
 		b.Info("reader %s (%s)", io.Backend, io.Reason)
 	} else {
@@ -248,9 +243,36 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	o.Workers, o.Buffers = int(cfg.Int("readers")), st.bufs
+	// The reads land in the memory runtime's read pools (flowsrc takes them from
+	// the graph's runtime).
+	o.Workers = int(cfg.Int("readers"))
 	o.Reader = source.ReaderOptions{DropCache: cfg.Bool("drop_cache"), Direct: cfg.Bool("direct")}
-	return Wrap(SampleType, flowsrc.Files(b.Graph, b.Name, st.files, o))
+	return Wrap(SampleType, flowsrc.Files(b.Graph, b.Name, files, o))
+}
+
+// folderLabelled reports whether a stage of p labels samples by their
+// ImageFolder class (label: folder): the files source then reads only the
+// files inside a class folder.
+func folderLabelled(p *Pipeline) bool {
+	for _, c := range p.Stages {
+		if _, ok := c.Kind.Param("label"); ok && c.Config.String("label") == "folder" {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedClasses is the class index of dir, read once per run for every kind
+// that needs it.
+func sharedClasses(b *Build, dir string) (*source.Classes, error) {
+	v, err := b.Shared("classes "+dir, func() (any, func() error, error) {
+		c, err := source.ClassIndex(dir)
+		return c, nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*source.Classes), nil
 }
 
 func buildTar(b *Build, cfg *Config, _ Stream) (Stream, error) {
@@ -265,7 +287,7 @@ func buildTar(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	o.ShuffleBuffer, o.Skip = int(cfg.Int("shuffle_buffer")), cfg.Bool("skip_bad")
+	o.ShuffleBuffer, o.Skip, o.OnSkip = int(cfg.Int("shuffle_buffer")), cfg.Bool("skip_bad"), b.Skipped
 	return Wrap(SampleType, flowsrc.Tar(b.Graph, b.Name, v.(*source.TarShards), o))
 }
 
@@ -324,7 +346,7 @@ func buildGenerate(b *Build, cfg *Config, _ Stream) (Stream, error) {
 			if err := out.Reserve(ctx, int64(len(data))); err != nil {
 				return err
 			}
-			s := &source.Sample{Key: fmt.Sprintf("gen/%d/%08d", epoch, i), Fields: []source.Field{{Name: "jpg", Data: data}}}
+			s := &source.Sample{Key: fmt.Sprintf("gen/%d/%08d", epoch, i), Index: int64(i), Fields: []source.Field{{Name: "jpg", Data: data}}}
 			if err := out.Emit(ctx, s); err != nil {
 				return err
 			}
@@ -357,13 +379,29 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 	}
 	tr := decode.Transform{
 		Resize: int(cfg.Int("resize")), CenterCrop: int(cfg.Int("center_crop")), RandomCrop: int(cfg.Int("random_crop")),
-		FlipProb: cfg.Float("flip"), Layout: decode.CHW, Seed: uint64(cfg.Int("seed")),
+		RandomResizedCrop: decode.ResizedCrop{Size: int(cfg.Int("random_resized_crop")),
+			Scale: [2]float64{cfg.Float("scale_min"), cfg.Float("scale_max")},
+			Ratio: [2]float64{cfg.Float("ratio_min"), cfg.Float("ratio_max")}},
+		FlipProb: cfg.Float("flip"), Layout: tensor.CHW, Seed: uint64(cfg.Int("seed")), Exact: cfg.Bool("exact"),
 	}
 	if cfg.String("layout") == "hwc" {
-		tr.Layout = decode.HWC
+		tr.Layout = tensor.HWC
 	}
-	if cfg.String("normalize") == "imagenet" {
+	switch cfg.String("normalize") {
+	case "imagenet":
 		tr.Normalize = decode.ImageNet()
+	case "custom":
+		mean, err := floatList("mean", cfg.String("mean"))
+		if err != nil {
+			return Stream{}, err
+		}
+		std, err := floatList("std", cfg.String("std"))
+		if err != nil {
+			return Stream{}, err
+		}
+		if tr.Normalize, err = decode.NewNormalizer(mean, std); err != nil {
+			return Stream{}, err
+		}
 	}
 	if err := tr.Validate(); err != nil {
 		return Stream{}, err
@@ -375,11 +413,15 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		if src.Kind.Name != "files" {
 			return Stream{}, fmt.Errorf("label: folder needs a files source, not %s", src.Kind.Name)
 		}
-		idx, err := imagefolder.ClassIndex(src.Config.String("dir"))
+		dir := src.Config.String("dir")
+		classes, err := sharedClasses(b, dir)
 		if err != nil {
 			return Stream{}, err
 		}
-		labelOf = func(s *source.Sample) int64 { return idx(s.Key) }
+		if len(classes.Names()) == 0 {
+			b.Info("label: folder: %s has no class folders, every sample's label is -1", dir)
+		}
+		labelOf = func(s *source.Sample) int64 { return classes.Label(s.Key) }
 	case "field":
 		name := cfg.String("label_field")
 		labelOf = func(s *source.Sample) int64 {
@@ -391,16 +433,22 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		}
 	}
 	field := cfg.String("field")
+	epoch := b.Epoch
 	workers := int(cfg.Int("workers"))
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st, err := decode.NewStage(b.Name, dec, decode.StageConfig{Workers: workers, Ordered: cfg.Bool("ordered"), Transform: tr},
-		func(s *source.Sample) decode.Encoded {
-			e := decode.Encoded{Key: s.Key, Label: labelOf(s)}
+	// Each image's decoded bytes are reserved from the graph's budget before it
+	// is decoded.
+	st, err := decode.NewStage(b.Name, dec, decode.StageConfig{Workers: workers, Ordered: cfg.Bool("ordered"), Transform: tr, Budget: b.Graph.Budget()},
+		func(h *memory.Held[*source.Sample]) decode.Encoded {
+			s := h.V
+			e := decode.Encoded{Key: s.Key, Label: labelOf(s), Index: s.Index, Epoch: int64(epoch)}
 			switch {
 			case field != "":
-				e.Data = s.Field(field)
+				if e.Data = s.Field(field); e.Data == nil {
+					e.Err = s.MissingField(field)
+				}
 			case len(s.Fields) > 0:
 				e.Data = s.Fields[0].Data
 			}
@@ -409,23 +457,39 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	return Wrap(ImageType, flow.Via(samples, st))
+	// The memory runtime narrows decoding under pressure: a sample enters
+	// decoding only while one of its decode slots is free.
+	held := flow.Via(samples, memory.Narrow[*source.Sample](b.Name+"-narrow", b.Runtime.Workers()), flow.QueueSize(1))
+	return Wrap(ImageType, flow.Via(held, st))
+}
+
+// floatList parses a comma-separated list of numbers, the value of param.
+func floatList(param, v string) ([]float32, error) {
+	var out []float32
+	for _, f := range strings.Split(v, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 32)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a comma-separated list of numbers: %w", param, v, err)
+		}
+		out = append(out, float32(x))
+	}
+	return out, nil
 }
 
 func buildBatch(b *Build, cfg *Config, in Stream) (Stream, error) {
-	imgs, err := Unwrap[*decode.Sample](in)
+	imgs, err := Unwrap[*tensor.Sample](in)
 	if err != nil {
 		return Stream{}, err
 	}
-	return Wrap(ImagesType, flow.Via(imgs, stage.Batch[*decode.Sample](b.Name, int(cfg.Int("size")), cfg.Duration("max_wait")), flow.QueueSize(1)))
+	return Wrap(ImagesType, flow.Via(imgs, stage.Batch[*tensor.Sample](b.Name, int(cfg.Int("size")), cfg.Duration("max_wait")), flow.QueueSize(1)))
 }
 
 func buildCollate(b *Build, _ *Config, in Stream) (Stream, error) {
-	groups, err := Unwrap[[]*decode.Sample](in)
+	groups, err := Unwrap[[]*tensor.Sample](in)
 	if err != nil {
 		return Stream{}, err
 	}
-	return Wrap(BatchType, flow.Via(groups, decode.Collate(b.Name), flow.QueueSize(1)))
+	return Wrap(BatchType, flow.Via(groups, tensor.Collate(b.Name), flow.QueueSize(1)))
 }
 
 func buildToTensors(b *Build, cfg *Config, in Stream) (Stream, error) {
@@ -442,101 +506,11 @@ func buildToTensors(b *Build, cfg *Config, in Stream) (Stream, error) {
 
 // columnsToTensors converts the named columns of tb (all when names is empty).
 func columnsToTensors(tb *source.Batch, names []string) (*Tensors, error) {
-	rec := tb.Record
-	sch := rec.Schema()
-	if len(names) == 0 {
-		for _, f := range sch.Fields() {
-			names = append(names, f.Name)
-		}
+	ts, names, err := tensorarrow.Record(tb.Record, names)
+	if err != nil {
+		return nil, fmt.Errorf("%s batch %d: %w", tb.File, tb.Index, err)
 	}
-	rows := int(rec.NumRows())
-	t := &Tensors{Rows: rows, Names: names, Tensors: make([]decode.Tensor, len(names))}
-	for i, name := range names {
-		idx := sch.FieldIndices(name)
-		if len(idx) == 0 {
-			return nil, fmt.Errorf("%s batch %d: no column %q", tb.File, tb.Index, name)
-		}
-		col := rec.Column(idx[0])
-		dst := &t.Tensors[i]
-		if err := columnTensor(dst, col, rows); err != nil {
-			return nil, fmt.Errorf("%s batch %d, column %q: %w", tb.File, tb.Index, name, err)
-		}
-	}
-	return t, nil
-}
-
-func columnTensor(dst *decode.Tensor, col arrow.Array, rows int) error {
-	if col.NullN() > 0 {
-		return fmt.Errorf("%d null values", col.NullN())
-	}
-	switch c := col.(type) {
-	case *array.Binary:
-		if rows == 0 {
-			dst.DType, dst.Shape = decode.Uint8, []int{0, 0}
-			return nil
-		}
-		w := len(c.Value(0))
-		dst.DType, dst.Shape, dst.U8 = decode.Uint8, []int{rows, w}, make([]uint8, 0, rows*w)
-		for r := range rows {
-			v := c.Value(r)
-			if len(v) != w {
-				return fmt.Errorf("row %d holds %d bytes, row 0 %d: binary rows must have one length", r, len(v), w)
-			}
-			dst.U8 = append(dst.U8, v...)
-		}
-		return nil
-	case *array.FixedSizeBinary:
-		w := c.DataType().(*arrow.FixedSizeBinaryType).ByteWidth
-		dst.DType, dst.Shape, dst.U8 = decode.Uint8, []int{rows, w}, make([]uint8, 0, rows*w)
-		for r := range rows {
-			dst.U8 = append(dst.U8, c.Value(r)...)
-		}
-		return nil
-	case array.ListLike:
-		if rows == 0 {
-			dst.DType, dst.Shape = decode.Float32, []int{0, 0}
-			return nil
-		}
-		s, e := c.ValueOffsets(0)
-		return decode.ArrowToFloat32(dst, col, []int{int(e - s)})
-	}
-	dst.DType, dst.Shape, dst.F32 = decode.Float32, []int{rows}, make([]float32, rows)
-	var get func(int) float64
-	switch c := col.(type) {
-	case *array.Int8:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Int16:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Int32:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Int64:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Uint8:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Uint16:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Uint32:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Uint64:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Float32:
-		get = func(i int) float64 { return float64(c.Value(i)) }
-	case *array.Float64:
-		get = c.Value
-	case *array.Boolean:
-		get = func(i int) float64 {
-			if c.Value(i) {
-				return 1
-			}
-			return 0
-		}
-	default:
-		return fmt.Errorf("type %s cannot become a tensor (numbers, booleans, lists of numbers and binary can)", col.DataType())
-	}
-	for r := range rows {
-		dst.F32[r] = float32(get(r))
-	}
-	return nil
+	return &Tensors{Rows: int(tb.Record.NumRows()), Names: names, Tensors: ts}, nil
 }
 
 func buildDiscard(b *Build, _ *Config, in Stream) (Stream, error) {

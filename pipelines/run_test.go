@@ -62,6 +62,8 @@ func TestRunShippedFiles(t *testing.T) {
 	}{
 		{"imagefolder.yaml", map[string]string{"DATA": filepath.Join(dir, "jpeg"), "EPOCHS": "2"}, []string{"decode.resize=32", "decode.center_crop=28", "batch.size=5", "read.read_buffers=8MiB"}, 2 * 12},
 		{"webdataset.yaml", map[string]string{"DATA": filepath.Join(dir, "tar")}, []string{"decode.resize=40", "decode.random_crop=32", "batch.size=4"}, 27},
+		{"webdataset.yaml", map[string]string{"DATA": filepath.Join(dir, "tar")}, []string{"decode.resize=0", "decode.random_crop=0",
+			"decode.random_resized_crop=32", "decode.normalize=custom", "decode.mean=0.5,0.5,0.5", "decode.std=0.2,0.2,0.2", "batch.size=4"}, 27},
 		{"tables.yaml", map[string]string{"DATA": filepath.Join(dir, "parquet")}, nil, 2 * 3 * 50},
 		{"demo.yaml", map[string]string{"ITEMS": "40"}, []string{"source.width=48", "source.height=40", "decode.resize=24", "decode.center_crop=16"}, 40},
 	} {

@@ -3,8 +3,9 @@
 //
 // # What it owns
 //
-//   - Parsing of PSI files: /proc/pressure/{memory,io,cpu} and any cgroup v2
-//     *.pressure file ([Parse], [ReadPSI]).
+//   - Reading PSI files: /proc/pressure/{memory,io,cpu} and any cgroup v2
+//     *.pressure file ([Parse], [ReadPSI]), through cgroup's one parser of the format
+//     (cgroup.ParsePSI), whose types [PSI] and [Stall] it names.
 //   - Pressure sources behind one interface, [Source], that deliver [Event]s on a
 //     channel: PSI triggers ([OpenTriggers]), cgroup v1 vmpressure
 //     ([OpenVMPressure]), a polling fallback on stall totals ([OpenPoller]) and a
@@ -24,9 +25,9 @@
 //
 // # What it does not own
 //
-// Graphs: the throttle stage that plugs the gate into a flow graph lives in
-// flow/throttle. cgroup control (creating groups, limits, the byte budget of a
-// graph) lives in package cgroup and budget.go. Shedding itself (UMA eviction,
+// Graphs: package memory's runtime plugs the gate and its monitor into flow
+// graphs, and sizes a graph's byte budget. cgroup control (creating groups,
+// limits) lives in package cgroup. Shedding itself (UMA eviction,
 // page-cache drop, pool shrink) belongs to whoever registers a shed callback with
 // [Gate.OnShed].
 //
@@ -38,6 +39,9 @@
 // the stall must not exceed it; without CAP_SYS_RESOURCE the window must be a
 // multiple of 2 s. Inside a user namespace the opener holds that capability, so
 // shorter windows are opened through a re-executed helper where the kernel allows
-// it ([ProbeShortWindows]); this is detected, never assumed. Reading a pressure
+// it ([ProbeShortWindows]); this is detected, never assumed. The helper is the running
+// binary again, run from [RunHelper] (or reexec.Init) called first thing in main and
+// TestMain; the package has no init function, and without the call such triggers fail
+// with [ErrNoHelper]. Reading a pressure
 // file often stops its triggers, so the poller refuses intervals under 100 ms.
 package pressure

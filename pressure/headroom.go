@@ -1,13 +1,10 @@
 package pressure
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -257,7 +254,7 @@ func CgroupMemory(tree *cgroup.Tree, proc string) (func() (MemorySample, error),
 	}
 	best, bestLimit := "", int64(math.MaxInt64)
 	for dir != "" {
-		if v, limited, err := readLimit(filepath.Join(dir, limitFile)); err == nil && limited && v < bestLimit {
+		if v, limited, err := cgroup.ReadLimit(filepath.Join(dir, limitFile)); err == nil && limited && v < bestLimit {
 			best, bestLimit = dir, v
 		}
 		if dir == mount || !strings.HasPrefix(dir, mount) {
@@ -282,7 +279,7 @@ func CgroupMemory(tree *cgroup.Tree, proc string) (func() (MemorySample, error),
 			return s, nil
 		}
 		p := filepath.Join(best, limitFile)
-		v, limited, err := readLimit(p)
+		v, limited, err := cgroup.ReadLimit(p)
 		if err != nil {
 			return s, err
 		}
@@ -294,115 +291,29 @@ func CgroupMemory(tree *cgroup.Tree, proc string) (func() (MemorySample, error),
 			v = total
 		}
 		s.Limit, s.Limited, s.Source = v, limited, p
-		st, err := readKeyed(filepath.Join(best, "memory.stat"))
+		st, err := cgroup.ReadMemoryStat(filepath.Join(best, "memory.stat"), v2)
 		if err != nil {
 			return s, err
 		}
-		// Unevictable pages (mlocked program text, ramfs) cannot be reclaimed
-		// either. Mlocked anonymous pages are counted in both, which errs on the side
-		// of the others.
-		if v2 {
-			s.Unreclaimable = int64(st["anon"] + st["shmem"] + st["unevictable"])
-		} else if _, ok := st["total_rss"]; ok {
-			s.Unreclaimable = int64(st["total_rss"] + st["total_shmem"] + st["total_unevictable"])
-		} else {
-			s.Unreclaimable = int64(st["rss"] + st["shmem"] + st["unevictable"])
-		}
+		s.Unreclaimable = st.Unreclaimable()
 		return s, nil
 	}, nil
 }
 
-// readLimit reads a memory.max or memory.limit_in_bytes file.
-func readLimit(path string) (int64, bool, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false, err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "max" {
-		return 0, false, nil
-	}
-	u, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("%s: %q is not a limit", path, s)
-	}
-	if u >= 1<<62 { // v1's "unlimited" (PAGE_COUNTER_MAX in bytes)
-		return 0, false, nil
-	}
-	return int64(u), true, nil
-}
-
-// readKeyed reads a "key value" file such as memory.stat.
-func readKeyed(path string) (map[string]uint64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]uint64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %q is not a number", path, k, v)
-		}
-		out[k] = n
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return out, nil
-}
-
 // readStatusRss returns RssAnon + RssShmem of a /proc/<pid>/status file, in bytes.
 func readStatusRss(path string) (int64, error) {
-	kb, err := readKB(path, "RssAnon:", "RssShmem:")
+	b, err := cgroup.ReadProcSizes(path, "RssAnon:", "RssShmem:")
 	if err != nil {
 		return 0, err
 	}
-	return (kb[0] + kb[1]) << 10, nil
+	return b[0] + b[1], nil
 }
 
 // readMeminfo returns MemTotal and MemAvailable of /proc/meminfo, in bytes.
 func readMeminfo(path string) (total, avail int64, err error) {
-	kb, err := readKB(path, "MemTotal:", "MemAvailable:")
+	b, err := cgroup.ReadProcSizes(path, "MemTotal:", "MemAvailable:")
 	if err != nil {
 		return 0, 0, err
 	}
-	return kb[0] << 10, kb[1] << 10, nil
-}
-
-// readKB reads the "Key: N kB" lines named by keys, in order; each must be present.
-func readKB(path string, keys ...string) ([]int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int64, len(keys))
-	found := make([]bool, len(keys))
-	for line := range strings.Lines(string(b)) {
-		for i, k := range keys {
-			if rest, ok := strings.CutPrefix(line, k); ok {
-				f := strings.Fields(rest)
-				if len(f) == 0 {
-					return nil, fmt.Errorf("%s: %s has no value", path, k)
-				}
-				v, err := strconv.ParseInt(f[0], 10, 64)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %s %q is not a number", path, k, f[0])
-				}
-				out[i], found[i] = v, true
-			}
-		}
-	}
-	for i, ok := range found {
-		if !ok {
-			return nil, fmt.Errorf("%s: no %s line", path, keys[i])
-		}
-	}
-	return out, nil
+	return b[0], b[1], nil
 }

@@ -2,6 +2,7 @@ package pressure
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,25 +175,55 @@ func TestCgroupMemoryV1AndV2(t *testing.T) {
 	}
 }
 
-func TestCgroupMemoryBadStatNamesFile(t *testing.T) {
-	root := writeTree(t, map[string]string{
-		"cgroup.controllers": "memory\n",
-		"app/memory.max":     "268435456\n",
-		"app/memory.stat":    "anon lots\n",
-		"proc/self/cgroup":   "0::/app\n",
-		"proc/self/status":   statusText,
-		"proc/meminfo":       "MemTotal: 16777216 kB\nMemAvailable: 8000000 kB\n",
-	})
-	tree, err := cgroup.OpenTree(root, cgroup.WithProc(filepath.Join(root, "proc")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	read, err := CgroupMemory(tree, filepath.Join(root, "proc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := read(); err == nil || !strings.Contains(err.Error(), "memory.stat") || !strings.Contains(err.Error(), "anon") {
-		t.Fatalf("error %v, want one naming memory.stat and the key", err)
+// TestCgroupMemoryBadFilesNameFileAndLine: a malformed line in any file the sample
+// reads is an error naming the file and the line (cgroup's readers), never a line
+// skipped or a zero.
+func TestCgroupMemoryBadFilesNameFileAndLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, text string
+		line             int
+	}{
+		{"stat value", "app/memory.stat", "anon lots\n", 1},
+		{"stat line without a value", "app/memory.stat", "anon 5\nshmem\n", 2},
+		{"limit", "app/memory.max", "lots\n", 0},
+		{"status", "proc/self/status", "Name:\tx\nRssAnon:\t12 MB\nRssShmem:\t1 kB\n", 2},
+		{"status without RssShmem", "proc/self/status", "RssAnon:\t12 kB\n", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{
+				"cgroup.controllers": "memory\n",
+				"app/memory.max":     "268435456\n",
+				"app/memory.stat":    "anon 5\n",
+				"proc/self/cgroup":   "0::/app\n",
+				"proc/self/status":   statusText,
+				"proc/meminfo":       "MemTotal: 16777216 kB\nMemAvailable: 8000000 kB\n",
+			}
+			if tc.file != "app/memory.max" {
+				files[tc.file] = tc.text
+			}
+			root := writeTree(t, files)
+			tree, err := cgroup.OpenTree(root, cgroup.WithProc(filepath.Join(root, "proc")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			read, err := CgroupMemory(tree, filepath.Join(root, "proc"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.file == "app/memory.max" { // found at start; broken later
+				if err := os.WriteFile(filepath.Join(root, tc.file), []byte(tc.text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err = read()
+			var pe *cgroup.ParseError
+			switch {
+			case err == nil || !strings.Contains(err.Error(), filepath.Join(root, tc.file)):
+				t.Fatalf("error %v, want one naming %s", err, tc.file)
+			case tc.line >= 0 && (!errors.As(err, &pe) || pe.Line != tc.line):
+				t.Fatalf("error %v, want a cgroup.ParseError at line %d", err, tc.line)
+			}
+		})
 	}
 }
 

@@ -206,6 +206,23 @@ func TestSelfPaths(t *testing.T) {
 	}
 }
 
+// TestUserNSHelperNeedsRunHelper: in a program that never called RunHelper the helper
+// is not started (it would be the whole program again): the trigger fails with
+// ErrNoHelper, naming the file, and works again once RunHelper was called.
+func TestUserNSHelperNeedsRunHelper(t *testing.T) {
+	helperCalled.Store(false)
+	defer RunHelper() // TestMain called it; restore that
+	path := t.TempDir() + "/memory.pressure"
+	_, err := openTriggerInUserNS(context.Background(), path, Trigger{Stall: 50 * time.Millisecond, Window: MinWindow})
+	if !errors.Is(err, ErrNoHelper) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("without RunHelper: %v, want ErrNoHelper naming %s", err, path)
+	}
+	RunHelper()
+	if _, err = openTriggerInUserNS(context.Background(), path, Trigger{Stall: 50 * time.Millisecond, Window: MinWindow}); errors.Is(err, ErrNoHelper) {
+		t.Fatalf("after RunHelper: %v", err)
+	}
+}
+
 // TestUserNSHelperReportsErrors: the helper's failure comes back as an error that
 // names the file and the kernel's reason, not as a hang or a bare exit status.
 func TestUserNSHelperReportsErrors(t *testing.T) {

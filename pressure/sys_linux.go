@@ -15,8 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func isNotSupported(err error) bool { return errors.Is(err, unix.EOPNOTSUPP) }
-
 // capSysResource is CAP_SYS_RESOURCE's bit number (linux/capability.h).
 const capSysResource = 24
 

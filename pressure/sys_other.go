@@ -12,8 +12,6 @@ import (
 // errNotLinux is returned by everything that needs Linux's PSI, cgroups or eventfd.
 var errNotLinux = fmt.Errorf("pressure signals need Linux (this is %s): %w", runtime.GOOS, errors.ErrUnsupported)
 
-func isNotSupported(error) bool { return false }
-
 // HasCapSysResource reports false with an error: capabilities are a Linux notion.
 func HasCapSysResource() (bool, error) { return false, errNotLinux }
 
@@ -36,3 +34,6 @@ func OpenVMPressure(context.Context, VMPressureConfig) (Source, error) { return 
 
 // ProbeShortWindows reports false: PSI triggers are Linux only.
 func ProbeShortWindows(context.Context, string) (bool, string) { return false, errNotLinux.Error() }
+
+// runHelper does nothing off Linux: the user-namespace helper is never started there.
+func runHelper() {}

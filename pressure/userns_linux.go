@@ -22,7 +22,7 @@ import (
 // CLONE_NEWUSER) opens the file, arms the trigger, and passes the descriptor back over
 // a unix socket (SCM_RIGHTS). The parent then polls it like any other.
 //
-// The helper runs from this package's init function, before main, when the
+// The helper runs from [RunHelper], called first thing in main, when the
 // environment variable helperEnv is set; it never returns to the program.
 const (
 	helperEnv        = "PSIFLOW_PSI_USERNS_HELPER"
@@ -31,7 +31,7 @@ const (
 	helperTimeout    = 10 * time.Second
 )
 
-func init() {
+func runHelper() {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(runUserNSHelper())
 	}
@@ -68,6 +68,9 @@ func runUserNSHelper() int {
 func openTriggerInUserNS(ctx context.Context, path string, t Trigger) (int, error) {
 	fail := func(err error) (int, error) {
 		return -1, fmt.Errorf("arm trigger %q on %s in a user namespace: %w", t, path, err)
+	}
+	if !helperCalled.Load() {
+		return fail(ErrNoHelper)
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

@@ -7,7 +7,7 @@
 //
 // # The contract
 //
-// Every sink is a [Sink]: Consume is called with each [decode.Batch] from one
+// Every sink is a [Sink]: Consume is called with each [tensor.Batch] from one
 // goroutine (a flow.Sink's function, or imagefolder's Hooks.Consume) and must be
 // done with the batch's memory when it returns, because the graph releases the
 // batch then; Close ends the sink, telling a remote consumer why (a nil cause is
@@ -36,7 +36,7 @@
 // # What it does not own
 //
 // Building graphs (package flow), the pipelines that produce batches (package
-// pipelines), the batch type and collation (package stage/decode), reading the
+// pipelines), the batch type and collation (package tensor), reading the
 // files back (package source reads Arrow IPC files and Parquet), and choosing a
 // sink from a pipeline file (the YAML registry in package pipelines).
 package sink

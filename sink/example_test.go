@@ -7,14 +7,14 @@ import (
 	"path/filepath"
 
 	"github.com/psiflow/psiflow/sink"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // twoSamples is a batch of two 1×2×2 uint8 samples.
-func twoSamples() *decode.Batch {
-	return &decode.Batch{
+func twoSamples() *tensor.Batch {
+	return &tensor.Batch{
 		Keys: []string{"cat/1.jpg", "dog/2.jpg"}, Labels: []int64{0, 1},
-		Tensor: decode.Tensor{DType: decode.Uint8, Shape: []int{2, 1, 2, 2}, U8: []byte{1, 2, 3, 4, 5, 6, 7, 8}},
+		Tensor: tensor.Tensor{DType: tensor.Uint8, Shape: []int{2, 1, 2, 2}, U8: []byte{1, 2, 3, 4, 5, 6, 7, 8}},
 	}
 }
 

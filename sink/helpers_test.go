@@ -3,7 +3,7 @@ package sink
 import (
 	"fmt"
 
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // pattern is the byte at offset j of sample i of a test batch.
@@ -11,9 +11,9 @@ func pattern(i, j int) byte { return byte((i*31 + j*7 + j/251) % 253) }
 
 // testBatch is batch number k of n samples of shape (3, h, w) with known bytes;
 // sample indices continue across batches (first is k*per).
-func testBatch(first, n, h, w int) *decode.Batch {
+func testBatch(first, n, h, w int) *tensor.Batch {
 	per := 3 * h * w
-	b := &decode.Batch{Tensor: decode.Tensor{DType: decode.Uint8, Shape: []int{n, 3, h, w}, U8: make([]byte, n*per)}}
+	b := &tensor.Batch{Tensor: tensor.Tensor{DType: tensor.Uint8, Shape: []int{n, 3, h, w}, U8: make([]byte, n*per)}}
 	for i := range n {
 		idx := first + i
 		for j := range per {

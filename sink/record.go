@@ -9,7 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/psiflow/psiflow/stage/decode"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // Column names and schema metadata keys of the tables [Arrow] and [Parquet]
@@ -26,13 +27,13 @@ const (
 
 // tableLayout is what the first batch fixes: every later batch must match it.
 type tableLayout struct {
-	dtype  decode.DType
+	dtype  tensor.DType
 	shape  []int // per sample
 	width  int   // bytes per sample
 	schema *arrow.Schema
 }
 
-func layoutOf(b *decode.Batch) (*tableLayout, error) {
+func layoutOf(b *tensor.Batch) (*tableLayout, error) {
 	if len(b.Tensor.Shape) < 1 {
 		return nil, fmt.Errorf("batch tensor has no shape")
 	}
@@ -41,7 +42,7 @@ func layoutOf(b *decode.Batch) (*tableLayout, error) {
 	for _, d := range l.shape {
 		l.width *= d
 	}
-	if l.dtype == decode.Float32 {
+	if l.dtype == tensor.Float32 {
 		l.width *= 4
 	}
 	if l.width <= 0 {
@@ -63,7 +64,7 @@ func layoutOf(b *decode.Batch) (*tableLayout, error) {
 // record wraps b as a record batch. The data column points at b's tensor
 // memory (no copy), so the record is valid only until b is released; the key
 // and label columns are copied.
-func (l *tableLayout) record(b *decode.Batch) (arrow.RecordBatch, error) {
+func (l *tableLayout) record(b *tensor.Batch) (arrow.RecordBatch, error) {
 	n := 0
 	if len(b.Tensor.Shape) > 0 {
 		n = b.Tensor.Shape[0]
@@ -74,7 +75,7 @@ func (l *tableLayout) record(b *decode.Batch) (arrow.RecordBatch, error) {
 	if len(b.Keys) != n || len(b.Labels) != n {
 		return nil, fmt.Errorf("batch of %d samples has %d keys and %d labels", n, len(b.Keys), len(b.Labels))
 	}
-	raw := tensorBytes(&b.Tensor)
+	raw := b.Tensor.Bytes()
 	if len(raw) != n*l.width {
 		return nil, fmt.Errorf("batch tensor holds %d bytes, its shape %v needs %d", len(raw), b.Tensor.Shape, n*l.width)
 	}
@@ -94,12 +95,4 @@ func (l *tableLayout) record(b *decode.Batch) (arrow.RecordBatch, error) {
 	data := array.NewFixedSizeBinaryData(d)
 	defer data.Release()
 	return array.NewRecordBatch(l.schema, []arrow.Array{keys, labels, data}, int64(n)), nil
-}
-
-// tensorBytes is t's element memory as bytes (no copy).
-func tensorBytes(t *decode.Tensor) []byte {
-	if t.DType == decode.Float32 {
-		return arrow.Float32Traits.CastToBytes(t.F32)
-	}
-	return t.U8
 }

@@ -4,14 +4,14 @@ import (
 	"context"
 	"sync/atomic"
 
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // Sink is where batches go. Consume is called from one goroutine and must be
 // done with b's memory when it returns; Close ends the sink (cause nil: a clean
 // end) and may be called more than once.
 type Sink interface {
-	Consume(ctx context.Context, b *decode.Batch) error
+	Consume(ctx context.Context, b *tensor.Batch) error
 	Close(cause error) error
 }
 
@@ -24,7 +24,7 @@ type Null struct {
 func NewNull() *Null { return &Null{} }
 
 // Consume counts b.
-func (n *Null) Consume(_ context.Context, b *decode.Batch) error {
+func (n *Null) Consume(_ context.Context, b *tensor.Batch) error {
 	n.batches.Add(1)
 	n.samples.Add(int64(len(b.Keys)))
 	n.bytes.Add(b.Size())

@@ -14,8 +14,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/parquet/file"
+
 	"github.com/psiflow/psiflow/source"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // batchSizes is what every table test writes: two full batches and a short last one.
@@ -217,7 +218,7 @@ func TestTableErrors(t *testing.T) {
 	if err := p.Consume(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "labels") {
 		t.Errorf("batch with a missing label: %v", err)
 	}
-	f32 := &decode.Batch{Keys: []string{"a"}, Labels: []int64{0}, Tensor: decode.Tensor{DType: decode.Float32, Shape: []int{1, 2}, F32: []float32{1, 2}}}
+	f32 := &tensor.Batch{Keys: []string{"a"}, Labels: []int64{0}, Tensor: tensor.Tensor{DType: tensor.Float32, Shape: []int{1, 2}, F32: []float32{1, 2}}}
 	if err := p.Consume(context.Background(), f32); err == nil {
 		t.Error("float32 batch into a uint8 table: no error")
 	}

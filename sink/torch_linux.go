@@ -13,9 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/stage/decode"
 	"golang.org/x/sys/unix"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // Torch hands batches to the Python module python/psiflow through shared
@@ -36,6 +37,9 @@ type Torch struct {
 	gone     context.Context
 	setGone  context.CancelCauseFunc
 	readDone chan struct{}
+	// refused is closed when the goroutine that turns away further clients
+	// (started with the first one) has ended.
+	refused chan struct{}
 
 	mu          sync.Mutex
 	outstanding []int64 // bytes held per slot, 0 when free
@@ -128,13 +132,34 @@ func (t *Torch) Accept(ctx context.Context) error {
 	}
 	t.conn = c
 	t.readDone = make(chan struct{})
+	t.refused = make(chan struct{})
 	t.mu.Unlock()
 	go t.readLoop()
+	go t.refuseOthers()
 	return nil
 }
 
+// refuseOthers turns away every client that connects after the first, at once
+// and with a message (Python raises it), until the listener closes: the sink
+// feeds one consumer, and a second one would otherwise wait for the whole run
+// and then see its connection reset.
+func (t *Torch) refuseOthers() {
+	defer close(t.refused)
+	msg, _ := json.Marshal(torchMsg{T: "error", Message: fmt.Sprintf(
+		"psiflow: socket %s already has its consumer: one psiflow serve feeds one client (start one per rank or per DataLoader, each on its own socket)", t.cfg.Socket)})
+	for {
+		c, err := t.ln.AcceptUnix()
+		if err != nil {
+			return // the listener closed
+		}
+		_, _ = c.Write(msg)
+		_ = c.CloseWrite()
+		_ = c.Close()
+	}
+}
+
 // setup maps the ring for batches like b and sends the hello with its descriptor.
-func (t *Torch) setup(b *decode.Batch) error {
+func (t *Torch) setup(b *tensor.Batch) error {
 	size := t.cfg.SlotBytes
 	if size == 0 {
 		size = b.Size()
@@ -177,6 +202,31 @@ func (t *Torch) setup(b *decode.Batch) error {
 	return nil
 }
 
+// Announce sends the consumer one message of type kind whose "info" is v as
+// JSON, before or between batches (psiflow serve announces each epoch's plan
+// this way); it waits for the consumer to connect first. The protocol's own
+// types (hello, batch, end, error) are refused.
+func (t *Torch) Announce(ctx context.Context, kind string, v any) error {
+	switch kind {
+	case "", "hello", "batch", "end", "error", "release", "close":
+		return fmt.Errorf("sink torch: announce: %q is not a free message type", kind)
+	}
+	if err := t.Accept(ctx); err != nil {
+		return err
+	}
+	msg, err := json.Marshal(struct {
+		T    string `json:"t"`
+		Info any    `json:"info"`
+	}{kind, v})
+	if err != nil {
+		return fmt.Errorf("sink torch: announce %s: %w", kind, err)
+	}
+	if _, _, err := t.conn.WriteMsgUnix(msg, nil, nil); err != nil {
+		return t.lost(fmt.Errorf("sending %s: %w", kind, err))
+	}
+	return nil
+}
+
 // lost records that the consumer is unreachable and returns the reason.
 func (t *Torch) lost(err error) error {
 	t.setGone(fmt.Errorf("sink torch: %w", err))
@@ -186,7 +236,7 @@ func (t *Torch) lost(err error) error {
 // Consume copies b into a free slot and announces it, waiting while every
 // slot is in Python (backpressure). It fails when the consumer is gone:
 // [ErrConsumerClosed] when it closed on purpose.
-func (t *Torch) Consume(ctx context.Context, b *decode.Batch) error {
+func (t *Torch) Consume(ctx context.Context, b *tensor.Batch) error {
 	if err := t.Accept(ctx); err != nil {
 		return err
 	}
@@ -195,7 +245,7 @@ func (t *Torch) Consume(ctx context.Context, b *decode.Batch) error {
 			return err
 		}
 	}
-	raw := tensorBytes(&b.Tensor)
+	raw := b.Tensor.Bytes()
 	if int64(len(raw)) > t.slotBytes {
 		return fmt.Errorf("sink torch: batch of %v %v is %d bytes, larger than a slot (%d bytes; set SlotBytes)", b.Tensor.DType, b.Tensor.Shape, len(raw), t.slotBytes)
 	}
@@ -363,6 +413,9 @@ func (t *Torch) Close(cause error) error {
 			t.fd = -1
 		}
 		errs = append(errs, closeListener(t.ln, t.cfg.Socket))
+		if t.refused != nil {
+			<-t.refused
+		}
 		if err := errors.Join(errs...); err != nil {
 			t.cerr = fmt.Errorf("sink torch: closing: %w", err)
 		}

@@ -7,7 +7,7 @@ import (
 	"errors"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // Torch hands batches to Python through shared memory; it needs Linux (memfd).
@@ -33,8 +33,11 @@ func (t *Torch) Counts() (sent, released int64) { return 0, 0 }
 // Accept fails.
 func (t *Torch) Accept(context.Context) error { return errTorchLinux }
 
+// Announce fails.
+func (t *Torch) Announce(context.Context, string, any) error { return errTorchLinux }
+
 // Consume fails.
-func (t *Torch) Consume(context.Context, *decode.Batch) error { return errTorchLinux }
+func (t *Torch) Consume(context.Context, *tensor.Batch) error { return errTorchLinux }
 
 // Close does nothing.
 func (t *Torch) Close(error) error { return nil }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 )
 
@@ -75,6 +76,10 @@ type Options struct {
 	// were passed over.
 	Skip     bool
 	MaxSkips int64
+	// OnSkip, when set, receives every skip as a [*Skipped]: what was passed over
+	// (a file, a tar member, the rest of a shard), where, and the bytes lost. It
+	// is called on the goroutine that calls Next.
+	OnSkip func(error)
 }
 
 // Position is a resumable point in an epoch, small and JSON-marshalable.
@@ -162,6 +167,24 @@ func (s *Sample) Field(name string) []byte {
 		}
 	}
 	return nil
+}
+
+// MissingField returns the error for a sample that has no field called name (a
+// tar sample without its image): it names the sample, where it was read, the
+// member it lacks and the members it has.
+func (s *Sample) MissingField(name string) error {
+	if s.Shard == s.Key { // one file, one field
+		have := make([]string, len(s.Fields))
+		for i, f := range s.Fields {
+			have[i] = f.Name
+		}
+		return fmt.Errorf("%s has no field %q (it has %s)", s.Key, name, strings.Join(have, ", "))
+	}
+	have := make([]string, len(s.Fields))
+	for i, f := range s.Fields {
+		have[i] = s.Key + "." + f.Name
+	}
+	return &ReadError{Op: "tar", Path: s.Shard, Off: s.Off, Err: fmt.Errorf("sample %q has no member %q (it has %s)", s.Key, s.Key+"."+name, strings.Join(have, ", "))}
 }
 
 // Len returns the total bytes of the sample's fields.
@@ -309,25 +332,6 @@ func shuffleRefs[T any](in []T, size int, src *rand.PCG) []T {
 		buf = buf[:len(buf)-1]
 	}
 	return out
-}
-
-// skipper applies the bad-input policy.
-type skipper struct {
-	skip    bool
-	max     int64
-	skipped int64
-}
-
-// handle returns nil when err may be skipped (and counts it), else the error.
-func (s *skipper) handle(err error) error {
-	if !s.skip {
-		return err
-	}
-	s.skipped++
-	if s.max > 0 && s.skipped > s.max {
-		return fmt.Errorf("%w (%d > %d); last: %w", ErrTooManySkips, s.skipped, s.max, err)
-	}
-	return nil
 }
 
 func defaultWorkers(backend Backend) int {

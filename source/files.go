@@ -62,7 +62,7 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 	if err != nil {
 		return nil, err
 	}
-	it := &fileIter{d: d, r: r, share: sh, count: int(sh.Count), next: start, skip: skipper{skip: r.Skip, max: r.MaxSkips}}
+	it := &fileIter{d: d, r: r, share: sh, count: int(sh.Count), next: start, skip: newSkipper(r)}
 	if r.ShuffleBuffer > 1 {
 		// The bounded shuffle needs the rank's order up front.
 		order := make([]int, sh.Count)
@@ -401,7 +401,7 @@ func (it *fileIter) Next(ctx context.Context) (*Sample, error) {
 		it.next++
 		if res.err != nil {
 			res.release(it.r.Budget)
-			if err := it.skip.handle(res.err); err != nil {
+			if err := it.skip.handle(res.err, Skipped{Path: res.path, What: "the file", Off: -1, Lost: -1}); err != nil {
 				it.err = err
 				return nil, err
 			}

@@ -79,7 +79,7 @@ func (d *TarShards) Samples(opts Options) (Iterator[*Sample], error) {
 		pool.Close()
 		return nil, err
 	}
-	it := &tarIter{d: d, r: r, reader: reader, pool: pool, depth: depth, shards: shards, skip: skipper{skip: r.Skip, max: r.MaxSkips}}
+	it := &tarIter{d: d, r: r, reader: reader, pool: pool, depth: depth, shards: shards, skip: newSkipper(r)}
 	if r.Buffers == nil {
 		// Fields are copied into off-heap slots (no zeroing, no GC work); the
 		// pool overflows rather than wait, since samples are held downstream.
@@ -185,6 +185,14 @@ func (it *tarIter) Next(ctx context.Context) (*Sample, error) {
 				it.err = err
 				return nil, err
 			}
+			// The samples from it.offset to the end of the shard are lost.
+			sk := Skipped{Path: it.d.paths[it.shards[it.shard]], What: "the rest of the shard", Off: it.offset, Lost: -1}
+			if it.offset == 0 {
+				sk.What = "the shard"
+			}
+			if it.stream != nil {
+				sk.Lost = max(0, it.stream.f.Size-it.offset)
+			}
 			it.closeStream()
 			it.shard++
 			it.offset = 0
@@ -193,7 +201,7 @@ func (it *tarIter) Next(ctx context.Context) (*Sample, error) {
 				it.err = err
 				return nil, err
 			}
-			if serr := it.skip.handle(err); serr != nil {
+			if serr := it.skip.handle(err, sk); serr != nil {
 				it.err = serr
 				return nil, serr
 			}
@@ -305,7 +313,7 @@ func (it *tarIter) openStream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	it.stream = newChunkStream(ctx, it, f, it.offset)
+	it.stream = newChunkStream(ctx, readAhead{reader: it.reader, pool: it.pool, depth: it.depth, chunkSize: it.r.ChunkSize, gate: it.r.Gate}, f, it.offset)
 	it.tr = tar.NewReader(it.stream)
 	it.ended = false
 	return nil
@@ -354,10 +362,13 @@ func (it *tarIter) nextMember() (*member, error) {
 			return nil, io.EOF
 		}
 		if err != nil {
+			if left := it.stream.f.Size - start; errors.Is(err, io.ErrUnexpectedEOF) && left < 512 {
+				err = fmt.Errorf("the shard ends %d bytes into a member's 512-byte header: it is truncated", left)
+			}
 			if it.stream.err != nil || it.stream.ctx.Err() != nil {
 				return nil, it.tarError(start, err)
 			}
-			if rerr := it.resync(start, start+512, it.tarError(start, err)); rerr != nil {
+			if rerr := it.resync(start, start+512, "", it.tarError(start, err)); rerr != nil {
 				return nil, rerr
 			}
 			continue
@@ -365,7 +376,7 @@ func (it *tarIter) nextMember() (*member, error) {
 		dataStart := it.stream.pos
 		if left := it.stream.f.Size - dataStart; h.Size > left {
 			err := it.tarError(start, fmt.Errorf("member %q declares %d bytes but only %d are left in the shard (%d bytes): corrupt header or truncated shard", h.Name, h.Size, left, it.stream.f.Size))
-			if rerr := it.resync(start, dataStart, err); rerr != nil {
+			if rerr := it.resync(start, dataStart, h.Name, err); rerr != nil {
 				return nil, rerr
 			}
 			continue
@@ -375,13 +386,15 @@ func (it *tarIter) nextMember() (*member, error) {
 		}
 		if h.Size > it.r.MaxMember {
 			err := it.tarError(start, fmt.Errorf("member %q is %d bytes, over the limit of %d (Options.MaxMember)", h.Name, h.Size, it.r.MaxMember))
-			if serr := it.skipErr(err); serr != nil {
+			if serr := it.skipAllow(err); serr != nil {
 				return nil, serr
 			}
 			if _, err := io.CopyN(io.Discard, it.tr, h.Size); err != nil {
 				return nil, it.tarError(it.stream.pos, fmt.Errorf("member %q: %w", h.Name, err))
 			}
-			it.lost += (h.Size+511)/512*512 + (dataStart - start)
+			n := (h.Size+511)/512*512 + (dataStart - start)
+			it.lost += n
+			it.skip.told(&Skipped{Path: it.stream.f.Path, What: memberWhat(h.Name), Off: start, Lost: n, Err: err})
 			continue
 		}
 		m := &member{start: start}
@@ -406,21 +419,29 @@ func (it *tarIter) nextMember() (*member, error) {
 	}
 }
 
-// skipErr applies the skip policy to err: nil when it is skipped (and counted).
-func (it *tarIter) skipErr(err error) error {
+// skipAllow applies the skip policy to err: nil when it may be skipped (and is
+// counted); the caller reports it once it knows what was lost.
+func (it *tarIter) skipAllow(err error) error {
 	if !it.r.Skip {
 		return err
 	}
-	return it.skip.handle(err)
+	return it.skip.allow(err)
 }
 
-// resync handles a corrupt header at start: without Skip it returns err;
-// with Skip it counts one skip, looks for the next 512-byte block from from
-// on that is a valid tar header (checksum and fields), reopens the stream there
-// and adds the bytes passed over to LostBytes. When none is left it moves the
-// stream to the end of the shard, so the next read reports the end.
-func (it *tarIter) resync(start, from int64, err error) error {
-	if serr := it.skipErr(err); serr != nil {
+// memberWhat names the member called name, and its sample, for a skip report.
+func memberWhat(name string) string {
+	key, _ := SplitKey(name)
+	return fmt.Sprintf("member %q of sample %q", name, key)
+}
+
+// resync handles a corrupt header at start (of the member called name, when its
+// header could be read): without Skip it returns err; with Skip it counts one
+// skip, looks for the next 512-byte block from from on that is a valid tar header
+// (checksum and fields), reopens the stream there, adds the bytes passed over to
+// LostBytes and reports the skip. When none is left it moves the stream to the end
+// of the shard, so the next read reports the end.
+func (it *tarIter) resync(start, from int64, name string, err error) error {
+	if serr := it.skipAllow(err); serr != nil {
 		return serr
 	}
 	p := it.d.paths[it.shards[it.shard]]
@@ -432,11 +453,22 @@ func (it *tarIter) resync(start, from int64, err error) error {
 	ctx := it.stream.ctx
 	it.stream.close()
 	it.stream, it.tr = nil, nil
+	sk := &Skipped{Path: p, Off: start, Err: err}
 	if off < 0 {
+		sk.What, sk.Lost = "the rest of the shard", size-start
+		if name != "" {
+			sk.What = "the rest of the shard, from " + memberWhat(name)
+		}
+		it.skip.told(sk)
 		it.lost += size - start
 		it.offset = size
 		return it.openEnd(ctx)
 	}
+	sk.What, sk.Lost = fmt.Sprintf("a corrupt header and what follows it, up to the next header at offset %d", off), off-start
+	if name != "" {
+		sk.What = fmt.Sprintf("%s and what follows it, up to the next header at offset %d", memberWhat(name), off)
+	}
+	it.skip.told(sk)
 	it.lost += off - start
 	it.offset = off
 	if err := it.openStream(ctx); err != nil {
@@ -646,175 +678,4 @@ func (it *tarIter) Close() error {
 		it.fieldPool.Close() // unmapped once the samples handed out are released
 	}
 	return err
-}
-
-// chunkStream is an io.Reader over a file read in chunks through the
-// iterator's Reader by a goroutine of its own, several chunks ahead: the
-// kernel's copies (inline for cached data) run on another core than the
-// parser. Chunks come from the iterator's own chunk pool, sized so the
-// goroutine never waits for a buffer the parser would have to free.
-type chunkStream struct {
-	ctx    context.Context // the caller's, set by Next
-	it     *tarIter
-	f      *File
-	pos    int64       // bytes consumed by the parser
-	ready  chan *chunk // completed chunks in file order; closed after the last or an error
-	cur    *chunk
-	err    error
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-type chunk struct {
-	off  int64
-	buf  Buffer
-	data []byte
-	done bool
-	err  error
-}
-
-func newChunkStream(ctx context.Context, it *tarIter, f *File, off int64) *chunkStream {
-	rctx, cancel := context.WithCancel(context.Background())
-	c := &chunkStream{ctx: ctx, it: it, f: f, pos: off, ready: make(chan *chunk, it.depth), cancel: cancel, done: make(chan struct{})}
-	go c.run(rctx, off)
-	return c
-}
-
-func (c *chunkStream) Read(p []byte) (int, error) {
-	for {
-		if c.err != nil {
-			return 0, c.err
-		}
-		if c.cur != nil {
-			if len(c.cur.data) > 0 {
-				n := copy(p, c.cur.data)
-				c.cur.data = c.cur.data[n:]
-				c.pos += int64(n)
-				return n, nil
-			}
-			c.cur.buf.Release()
-			c.cur = nil
-		}
-		select {
-		case ch, ok := <-c.ready:
-			if !ok {
-				return 0, io.EOF
-			}
-			if ch.err != nil {
-				if ch.buf != nil {
-					ch.buf.Release()
-				}
-				c.err = ch.err
-				return 0, ch.err
-			}
-			c.cur = ch
-		case <-c.ctx.Done():
-			return 0, context.Cause(c.ctx)
-		}
-	}
-}
-
-// run submits chunk reads (each admitted by the gate), reaps them and hands
-// them to the parser in file order.
-func (c *chunkStream) run(ctx context.Context, next int64) {
-	it := c.it
-	var queue []*chunk
-	defer func() {
-		for it.reader.InFlight() > 0 { // reads in flight must land before their buffers go back
-			if err := c.reap(context.Background()); err != nil {
-				break
-			}
-		}
-		for _, ch := range queue {
-			if ch.buf != nil {
-				ch.buf.Release()
-			}
-		}
-		close(c.ready)
-		close(c.done)
-	}()
-	for {
-		for len(queue) > 0 && queue[0].done {
-			h := queue[0]
-			select {
-			case c.ready <- h:
-				queue = queue[1:]
-			case <-ctx.Done():
-				return
-			}
-			if h.err != nil {
-				return
-			}
-		}
-		if next >= c.f.Size && len(queue) == 0 {
-			return
-		}
-		for len(queue) < it.depth && next < c.f.Size {
-			n := int(min(int64(it.r.ChunkSize), c.f.Size-next))
-			buf, err := Admit(ctx, it.r.Gate, it.pool, n)
-			if err == nil {
-				ch := &chunk{off: next, buf: buf}
-				if err = it.reader.Submit(Request{File: c.f, Off: next, Buf: buf.Bytes(), Permit: it.r.Gate, Tag: ch}); err == nil {
-					queue = append(queue, ch)
-					next += int64(n)
-					continue
-				}
-				buf.Release()
-				if it.r.Gate != nil {
-					it.r.Gate.Release()
-				}
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			queue = append(queue, &chunk{off: next, done: true, err: err})
-			next = c.f.Size
-		}
-		if it.reader.InFlight() > 0 {
-			if err := c.reap(ctx); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				for _, ch := range queue {
-					if !ch.done {
-						// The reader failed and the kernel may still write into
-						// this buffer: keep it out of the pool.
-						ch.done, ch.err, ch.buf = true, err, nil
-					}
-				}
-			}
-		}
-	}
-}
-
-func (c *chunkStream) reap(ctx context.Context) error {
-	var comps [8]Completion
-	n, err := c.it.reader.Reap(ctx, comps[:], 1)
-	if err != nil {
-		return err
-	}
-	for _, cp := range comps[:n] {
-		ch := cp.Tag.(*chunk)
-		ch.done, ch.err, ch.data = true, cp.Err, cp.Buf[:cp.N]
-		if cp.Err == nil && cp.N < len(cp.Buf) {
-			ch.err = &ReadError{Op: "read", Path: c.f.Path, Off: ch.off + int64(cp.N), Err: io.ErrUnexpectedEOF}
-		}
-	}
-	return nil
-}
-
-// close stops the read-ahead, waits for its goroutine and gives every chunk back.
-func (c *chunkStream) close() {
-	c.cancel()
-	for ch := range c.ready {
-		if ch.buf != nil {
-			ch.buf.Release()
-		}
-	}
-	<-c.done
-	if c.cur != nil {
-		c.cur.buf.Release()
-		c.cur = nil
-	}
-	c.f.Close()
 }

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/psiflow/psiflow/internal/addrspace"
 )
 
 // Policy is what happens to an arena's host copy once the device holds the
@@ -134,11 +136,24 @@ func (u *UMA) newArena(name string, size int64, opts ArenaOptions, pool *Pool) (
 	u.mu.Unlock()
 
 	mapped := (size + int64(u.page) - 1) / int64(u.page) * int64(u.page)
-	mem, err := u.k.mmap(int(mapped))
+	// Under a virtual-memory limit the mapping must leave the Go runtime room to
+	// grow its heap and start threads: past it, the runtime dies with a fatal error.
+	st, err := addrspace.Current()
+	if err == nil {
+		err = st.Fit(fmt.Sprintf("uma: arena %q", name), mapped)
+	}
+	var mem []byte
+	if err == nil {
+		mem, err = u.k.mmap(int(mapped))
+	}
 	if err != nil {
 		u.mu.Lock()
 		delete(u.arenas, name)
 		u.mu.Unlock()
+		var fe *addrspace.FitError
+		if errors.As(err, &fe) {
+			return nil, err // names the arena already
+		}
 		return nil, fmt.Errorf("uma: arena %q: %w", name, err)
 	}
 	if !opts.NoHugePages {

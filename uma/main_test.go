@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/psiflow/psiflow/reexec"
 )
 
 // helperEnv selects a helper mode when the test binary is re-executed as a
@@ -15,6 +17,7 @@ import (
 const helperEnv = "PSIFLOW_UMA_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
@@ -107,4 +110,15 @@ func checkPattern(a *Arena, off int64, b []byte) int64 {
 		}
 	}
 	return -1
+}
+
+// takeByKernel makes the kernel take lazily freed (PREEMPTIBLE) pages of b now, as
+// reclaim would, whichever CPU ran their MADV_FREE: MADV_DONTNEED, as
+// [Arena.PageOut] does (MADV_PAGEOUT from another CPU than the MADV_FREE leaves
+// them resident). b must be memory nobody is using.
+func takeByKernel(t testing.TB, u *UMA, b []byte) {
+	t.Helper()
+	if err := u.k.madvise(b, adviseDontNeed); err != nil {
+		t.Fatalf("the kernel taking %d bytes: %v", len(b), err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/addrspace"
 	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
@@ -70,7 +71,8 @@ type Config struct {
 	MaxFaultsPerSecond float64
 	// MemoryLimit returns the memory available to this process and where the
 	// figure came from. Nil uses cgroup.SelfMemoryLimit (smallest cgroup limit
-	// of this process and its ancestors, else MemTotal).
+	// of this process and its ancestors, else MemTotal), capped at the address
+	// space a virtual-memory limit leaves (RLIMIT_AS).
 	MemoryLimit func() (bytes int64, source string, err error)
 	// Logger receives the few warnings UMA emits (mlock disabled, MADV_FREE
 	// unavailable). Nil uses slog.Default().
@@ -151,7 +153,13 @@ func New(cfg Config) (*UMA, error) {
 	u.page = u.k.pageSize()
 	limitFn := cfg.MemoryLimit
 	if limitFn == nil {
-		limitFn = cgroup.SelfMemoryLimit
+		limitFn = func() (int64, string, error) {
+			limit, src, err := cgroup.SelfMemoryLimit()
+			if err != nil {
+				return 0, "", err
+			}
+			return addrspace.CapMemoryLimit(limit, src)
+		}
 	}
 	limit, src, err := limitFn()
 	if err != nil {

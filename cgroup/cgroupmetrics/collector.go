@@ -4,26 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/cgroup"
-	"github.com/psiflow/psiflow/pressure"
 )
 
 // MinPSIInterval is the shortest time between two reads of a group's pressure files;
 // scrapes closer together reuse the last values.
 const MinPSIInterval = 250 * time.Millisecond
-
-// v1Unlimited is the smallest value v1 reports for "no limit" (PAGE_COUNTER_MAX rounded
-// to pages, 9223372036854771712 on 4 KiB pages); anything at or above it means none.
-const v1Unlimited = int64(1) << 62
 
 // Collector is a prometheus.Collector over one cgroup; see the package documentation
 // for what it reports. It is safe for concurrent scrapes.
@@ -116,76 +107,11 @@ type file struct {
 	v2   bool
 }
 
-// find returns the first of the group's interface files that exists: v2name in the
-// cgroup2 directory, else v1name in the v1 controller's directory.
+// find returns the first of the group's interface files that exists ([cgroup.Group.File]):
+// v2name in the cgroup2 directory, else v1name in the v1 controller's directory.
 func (c *Collector) find(v2name, v1ctl, v1name string) (file, bool) {
-	if d := c.g.V2Dir(); d != "" && v2name != "" {
-		if p := filepath.Join(d, v2name); exists(p) {
-			return file{p, true}, true
-		}
-	}
-	if v1name != "" {
-		if d, err := c.g.V1Dir(v1ctl); err == nil {
-			if p := filepath.Join(d, v1name); exists(p) {
-				return file{p, false}, true
-			}
-		}
-	}
-	return file{}, false
-}
-
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// readText reads an interface file, trimmed.
-func readText(p string) (string, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// readKeyed reads a flat-keyed file ("key value" lines).
-func readKeyed(p string) (map[string]uint64, error) {
-	s, err := readText(p)
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[string]uint64)
-	for i, line := range strings.Split(s, "\n") {
-		if line == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(line, " ")
-		if !ok {
-			return nil, fmt.Errorf("%s line %d: %q: want \"key value\"", p, i+1, line)
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %q: %w", p, i+1, line, err)
-		}
-		m[k] = n
-	}
-	return m, nil
-}
-
-// readInt reads a file of one integer, or "max" (limited false).
-func readInt(p string) (v int64, limited bool, err error) {
-	s, err := readText(p)
-	if err != nil {
-		return 0, false, err
-	}
-	if s == "max" {
-		return 0, false, nil
-	}
-	v, err = strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("%s: %q: %w", p, s, err)
-	}
-	return v, v >= 0 && v < v1Unlimited, nil
+	p, v2, err := c.g.File(v2name, v1ctl, v1name)
+	return file{p, v2}, err == nil
 }
 
 // Collect implements prometheus.Collector.
@@ -220,63 +146,57 @@ func (e *emitter) fail(d *prometheus.Desc, err error) {
 
 func (c *Collector) collectMemory(e *emitter) {
 	if f, ok := c.find("memory.current", "memory", "memory.usage_in_bytes"); ok {
-		if v, _, err := readInt(f.path); err != nil {
+		if v, err := cgroup.ReadInt(f.path); err != nil {
 			e.fail(c.memCurrent, err)
 		} else {
 			e.gauge(c.memCurrent, float64(v))
 		}
 	}
 	if f, ok := c.find("memory.max", "memory", "memory.limit_in_bytes"); ok {
-		if v, limited, err := readInt(f.path); err != nil {
+		if v, limited, err := cgroup.ReadLimit(f.path); err != nil {
 			e.fail(c.memLimit, err)
 		} else if limited {
 			e.gauge(c.memLimit, float64(v))
 		}
 	}
 	if f, ok := c.find("memory.peak", "memory", "memory.max_usage_in_bytes"); ok {
-		if v, _, err := readInt(f.path); err != nil {
+		if v, err := cgroup.ReadInt(f.path); err != nil {
 			e.fail(c.memPeak, err)
 		} else {
 			e.gauge(c.memPeak, float64(v))
 		}
 	}
 	if f, ok := c.find("memory.stat", "memory", "memory.stat"); ok {
-		if m, err := readKeyed(f.path); err != nil {
+		if st, err := cgroup.ReadMemoryStat(f.path, f.v2); err != nil {
 			e.fail(c.memBytes, err)
 		} else {
-			c.memoryStat(e, m, f.v2)
+			c.memoryStat(e, st)
 		}
 	}
 	c.memoryEvents(e)
 }
 
-// memoryStat reports memory.stat. v1's hierarchical total_* keys are used so that both
-// layouts count the group with its descendants.
-func (c *Collector) memoryStat(e *emitter, m map[string]uint64, v2 bool) {
-	pre := ""
-	types := [][2]string{{"anon", "anon"}, {"file", "file"}, {"shmem", "shmem"}, {"kernel", "kernel"}}
-	if !v2 {
-		pre = "total_"
-		types = [][2]string{{"anon", "total_rss"}, {"file", "total_cache"}, {"shmem", "total_shmem"}}
-	}
-	for _, t := range types {
-		if v, ok := m[t[1]]; ok {
-			e.gauge(c.memBytes, float64(v), t[0])
+// memoryStat reports memory.stat: hierarchical counters on both layouts
+// ([cgroup.MemoryStat.Get] reads v1's total_* keys).
+func (c *Collector) memoryStat(e *emitter, st cgroup.MemoryStat) {
+	for _, t := range []string{"anon", "file", "shmem", "kernel"} {
+		if v, ok := st.Get(t); ok {
+			e.gauge(c.memBytes, float64(v), t)
 		}
 	}
-	if v, ok := m[pre+"pgmajfault"]; ok {
+	if v, ok := st.Get("pgmajfault"); ok {
 		e.counter(c.majFaults, float64(v))
 	}
 	for _, t := range []string{"anon", "file"} {
-		if v, ok := m[pre+"workingset_refault_"+t]; ok {
+		if v, ok := st.Get("workingset_refault_" + t); ok {
 			e.counter(c.refaults, float64(v), t)
 		}
 	}
 	for _, r := range reclaimers {
-		if v, ok := m[pre+"pgscan_"+r]; ok {
+		if v, ok := st.Get("pgscan_" + r); ok {
 			e.counter(c.scanned, float64(v), r)
 		}
-		if v, ok := m[pre+"pgsteal_"+r]; ok {
+		if v, ok := st.Get("pgsteal_" + r); ok {
 			e.counter(c.reclaimed, float64(v), r)
 		}
 	}
@@ -287,7 +207,7 @@ var reclaimers = []string{"kswapd", "direct", "khugepaged", "proactive"}
 
 func (c *Collector) memoryEvents(e *emitter) {
 	if f, ok := c.find("memory.events", "", ""); ok {
-		m, err := readKeyed(f.path)
+		m, err := cgroup.ReadKeyed(f.path)
 		if err != nil {
 			e.fail(c.events, err)
 			return
@@ -300,14 +220,14 @@ func (c *Collector) memoryEvents(e *emitter) {
 		return
 	}
 	if f, ok := c.find("", "memory", "memory.failcnt"); ok {
-		if v, _, err := readInt(f.path); err != nil {
+		if v, err := cgroup.ReadInt(f.path); err != nil {
 			e.fail(c.events, err)
 		} else {
 			e.counter(c.events, float64(v), "max")
 		}
 	}
 	if f, ok := c.find("", "memory", "memory.oom_control"); ok {
-		m, err := readKeyed(f.path)
+		m, err := cgroup.ReadKeyed(f.path)
 		if err != nil {
 			e.fail(c.events, err)
 			return
@@ -333,9 +253,9 @@ func (c *Collector) collectPSI(e *emitter) {
 			if err != nil {
 				continue // no cgroup2 side or no PSI: left out
 			}
-			v, err := pressure.ReadPSI(p)
+			v, err := cgroup.ReadPSI(p)
 			if err != nil {
-				if !errors.Is(err, pressure.ErrNoPSI) && !errors.Is(err, fs.ErrNotExist) {
+				if !errors.Is(err, cgroup.ErrNoPSI) && !errors.Is(err, fs.ErrNotExist) {
 					c.psiErrs = append(c.psiErrs, err)
 				}
 				continue
@@ -358,28 +278,26 @@ func (c *Collector) collectCPU(e *emitter) {
 	// The v2 cpu.stat (every cgroup2 group has usage_usec; nr_* only with the cpu
 	// controller), completed from v1's cpu.stat and cpuacct.usage for what it lacks.
 	have := map[string]bool{}
-	if d := c.g.V2Dir(); d != "" {
-		if p := filepath.Join(d, "cpu.stat"); exists(p) {
-			m, err := readKeyed(p)
-			if err != nil {
-				e.fail(c.cpuUsage, err)
-				return
-			}
-			if v, ok := m["usage_usec"]; ok {
-				e.counter(c.cpuUsage, float64(v)/1e6)
-				have["usage"] = true
-			}
-			if v, ok := m["nr_periods"]; ok {
-				e.counter(c.cpuPeriods, float64(v))
-				e.counter(c.cpuThrottled, float64(m["nr_throttled"]))
-				e.counter(c.cpuThrottledSecs, float64(m["throttled_usec"])/1e6)
-				have["throttle"] = true
-			}
+	if f, ok := c.find("cpu.stat", "", ""); ok {
+		m, err := cgroup.ReadKeyed(f.path)
+		if err != nil {
+			e.fail(c.cpuUsage, err)
+			return
+		}
+		if v, ok := m["usage_usec"]; ok {
+			e.counter(c.cpuUsage, float64(v)/1e6)
+			have["usage"] = true
+		}
+		if v, ok := m["nr_periods"]; ok {
+			e.counter(c.cpuPeriods, float64(v))
+			e.counter(c.cpuThrottled, float64(m["nr_throttled"]))
+			e.counter(c.cpuThrottledSecs, float64(m["throttled_usec"])/1e6)
+			have["throttle"] = true
 		}
 	}
 	if !have["throttle"] {
 		if f, ok := c.find("", "cpu", "cpu.stat"); ok {
-			if m, err := readKeyed(f.path); err != nil {
+			if m, err := cgroup.ReadKeyed(f.path); err != nil {
 				e.fail(c.cpuPeriods, err)
 			} else if v, ok := m["nr_periods"]; ok {
 				e.counter(c.cpuPeriods, float64(v))
@@ -390,7 +308,7 @@ func (c *Collector) collectCPU(e *emitter) {
 	}
 	if !have["usage"] {
 		if f, ok := c.find("", "cpuacct", "cpuacct.usage"); ok {
-			if v, _, err := readInt(f.path); err != nil {
+			if v, err := cgroup.ReadInt(f.path); err != nil {
 				e.fail(c.cpuUsage, err)
 			} else {
 				e.counter(c.cpuUsage, float64(v)/1e9)
@@ -401,21 +319,21 @@ func (c *Collector) collectCPU(e *emitter) {
 
 func (c *Collector) collectPids(e *emitter) {
 	if f, ok := c.find("pids.current", "pids", "pids.current"); ok {
-		if v, _, err := readInt(f.path); err != nil {
+		if v, err := cgroup.ReadInt(f.path); err != nil {
 			e.fail(c.pidsCurrent, err)
 		} else {
 			e.gauge(c.pidsCurrent, float64(v))
 		}
 	}
 	if f, ok := c.find("pids.max", "pids", "pids.max"); ok {
-		if v, limited, err := readInt(f.path); err != nil {
+		if v, limited, err := cgroup.ReadLimit(f.path); err != nil {
 			e.fail(c.pidsLimit, err)
 		} else if limited {
 			e.gauge(c.pidsLimit, float64(v))
 		}
 	}
 	if f, ok := c.find("pids.events", "pids", "pids.events"); ok {
-		if m, err := readKeyed(f.path); err != nil {
+		if m, err := cgroup.ReadKeyed(f.path); err != nil {
 			e.fail(c.pidsMaxEvents, err)
 		} else if v, ok := m["max"]; ok {
 			e.counter(c.pidsMaxEvents, float64(v))

@@ -23,6 +23,8 @@
 //
 // # What it does not own
 //
-// Finding groups and the layout, and writing limits, belong to package cgroup; parsing PSI
-// to package pressure. Serving /metrics belongs to internal/metrics.
+// Finding groups and the layout, writing limits and parsing every file it reports
+// (cgroup's readers: ReadInt, ReadLimit, ReadKeyed, ReadMemoryStat, ReadPSI) belong to
+// package cgroup; it imports nothing else of psiflow. Serving /metrics belongs to
+// internal/metrics.
 package cgroupmetrics

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/psiflow/psiflow/cgroup"
 )
 
 // Host is a prometheus.Collector over the host's reclaim counters in /proc/vmstat
@@ -33,7 +35,7 @@ func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	e := emitter{ch: ch}
-	m, err := readKeyed(h.vmstat)
+	m, err := cgroup.ReadKeyed(h.vmstat)
 	if err != nil {
 		e.fail(h.scanned, err)
 		return

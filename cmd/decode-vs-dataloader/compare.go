@@ -32,6 +32,7 @@ func runCompare(ctx context.Context, args []string) error {
 	md := fs.String("md", "", "write the Markdown report here (default stdout)")
 	js := fs.String("json", "", "write the JSON report here")
 	only := fs.String("only", "", "run only this loader (psiflow or dataloader)")
+	limitSeconds := fs.Float64("limit-seconds", 3, "CPU seconds to time the transform alone for the CPU-bound limit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -88,7 +89,12 @@ func runCompare(ctx context.Context, args []string) error {
 			GroupPrefix: "psiflow-decodebench", Stderr: os.Stderr,
 		},
 	}
-	fmt.Fprintf(os.Stderr, "%d files, limits %v, %d rounds, cold=%v\n", len(files), ls, *rounds, *cold)
+	lim, err := measureLimit(files, *limitSeconds)
+	if err != nil {
+		return fmt.Errorf("measuring the CPU-bound limit: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "%d files, limits %v, %d rounds, cold=%v; CPU-bound limit %.0f images/s (%.0f per core × %d)\n",
+		len(files), ls, *rounds, *cold, lim.rate(), lim.perCore, lim.cpus)
 	rep, err := harness.Compare(ctx, plan, func(r harness.Result) {
 		fmt.Fprintf(os.Stderr, "%+v\n", r)
 	})
@@ -105,7 +111,8 @@ func runCompare(ctx context.Context, args []string) error {
 		if werr := rep.WriteMarkdown(w); werr != nil && err == nil {
 			err = werr
 		}
-		writeCPUTable(w, rep)
+		perCPU := writeCPUTable(w, rep)
+		writeLimitTable(w, rep, lim, perCPU)
 		if *js != "" {
 			f, ferr := os.Create(*js)
 			if ferr != nil {
@@ -120,15 +127,19 @@ func runCompare(ctx context.Context, args []string) error {
 	return err
 }
 
+// loaderLimit names one loader at one memory limit.
+type loaderLimit struct {
+	loader string
+	limit  int64
+}
+
 // writeCPUTable adds samples per CPU-second (all processes of the loader, from
 // the wrap subcommand's report) per loader and limit: median and range over
-// the finished runs.
-func writeCPUTable(w io.Writer, rep *harness.Report) {
-	type key struct {
-		loader string
-		limit  int64
-	}
+// the finished runs. It returns the medians.
+func writeCPUTable(w io.Writer, rep *harness.Report) map[loaderLimit]float64 {
+	type key = loaderLimit
 	vals := map[key][]float64{}
+	medians := map[key]float64{}
 	var order []key
 	for _, r := range rep.Runs {
 		k := key{r.Loader, r.Limit}
@@ -160,6 +171,8 @@ func writeCPUTable(w io.Writer, rep *harness.Report) {
 			continue
 		}
 		s := harness.Summarize(v)
+		medians[k] = s.Median
 		fmt.Fprintf(w, "| %s | %s | %d | %.0f (%.0f–%.0f) |\n", lim, k.loader, len(v), s.Median, s.Min, s.Max)
 	}
+	return medians
 }

@@ -11,6 +11,11 @@
 //	go run ./cmd/decode-vs-dataloader compare -data /var/tmp/psiflow-imagenet -make 4000 \
 //	    -limits 0,256M,128M -rounds 3 -cold -md out.md -json out.json
 //
+// Before the runs, compare times the validation transform alone on the
+// folder's files (one thread, thread CPU time) and reports each loader's
+// samples/s as a share of the CPU-bound limit: that per-core rate times the
+// CPUs.
+//
 // The "loader" subcommand is the psiflow side; compare runs it as a child
 // (this same binary) so both loaders are separate processes charged to their
 // own cgroup.

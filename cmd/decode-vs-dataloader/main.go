@@ -14,10 +14,12 @@ import (
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/reexec"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func main() {
+	reexec.Init() // first: this binary is also its own cgroup and pressure helpers
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) < 2 {
@@ -76,7 +78,7 @@ func load(ctx context.Context, em *protocol.Emitter, data string, workers, batch
 	cfg.ReadBuffers = 0 // the reader's own buffer pool, as the DataLoader peer has no UMA
 	_, err := imagefolder.Run(ctx, cfg, imagefolder.Hooks{
 		Info: func(line string) { fmt.Fprintln(os.Stderr, "decode-vs-dataloader:", line) },
-		Consume: func(_ context.Context, b *decode.Batch) error {
+		Consume: func(_ context.Context, b *tensor.Batch) error {
 			return em.Batch(len(b.Keys)) // the graph releases b when this returns
 		},
 	})

@@ -6,12 +6,12 @@
 //
 // The graph: a file source (package source's io_uring reader or pread fallback,
 // admitted by the graph's byte budget), the decode stage (TurboJPEG when available) with
-// -workers goroutines, stage.Batch and decode.Collate into one contiguous tensor per
+// -workers goroutines, stage.Batch and tensor.Collate into one contiguous tensor per
 // batch, and a sink that counts batches. With -drop-cache (the default) the reader
 // drops each file's page cache once read, so a cgroup running it is not charged for a
 // growing page cache.
 //
-// -memory elastic (the default) runs it under package pipelines/elastic: the budget
+// -memory elastic (the default) runs it under package memory's elastic runtime: the budget
 // follows the cgroup's headroom up to -budget, read buffers are sized to the reads in
 // flight, and memory is given back under pressure. -memory fixed is psiflow before
 // that: a 64 MiB registered read pool, a budget of a quarter of the memory limit

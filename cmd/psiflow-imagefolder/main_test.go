@@ -14,11 +14,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"go.uber.org/goleak"
+
+	"github.com/psiflow/psiflow/reexec"
+
+	"github.com/psiflow/psiflow/internal/harness/protocol"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	reexec.Init()
+	goleak.VerifyTestMain(m)
+}
 
 // writeFolder writes n small JPEGs spread over two class directories.
 func writeFolder(t *testing.T, n int) string {

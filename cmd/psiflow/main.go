@@ -12,7 +12,8 @@ import (
 	"syscall"
 
 	"github.com/psiflow/psiflow/internal/harness/protocol"
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/reexec"
 )
 
 // command is one launcher subcommand.
@@ -40,6 +41,10 @@ func register(c command) {
 var errUsage = errors.New("usage")
 
 func main() {
+	reexec.Init() // first: this binary is also its own cgroup and pressure helpers
+	if code := checkAddressSpace(os.Stderr, os.Args[1:]); code != 0 {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, os.Stdout, os.Stderr, os.Args[1:])
 	stop()
@@ -77,7 +82,7 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 		if errors.Is(err, errUsage) {
 			return 2
 		}
-		if errors.Is(err, elastic.ErrBelowFloor) {
+		if errors.Is(err, memory.ErrBelowFloor) {
 			return protocol.ExitBelowFloor // the loader yielded to its co-tenant
 		}
 		return 1

@@ -109,12 +109,12 @@ assert psiflow.__file__.startswith(sys.prefix), "imported " + psiflow.__file__ +
 from psiflow import _binary
 assert _binary.find() == _binary.PACKAGED, _binary.find()
 n, labels = 0, set()
-with psiflow.Loader(data=sys.argv[1], batch_size=4) as loader:
-    for images, y in loader:
-        assert images.shape[1:] == (3, 224, 224), images.shape
-        n += len(images)
-        labels.update(int(v) for v in y)
-assert loader.returncode == 0, loader.returncode
+loader = psiflow.DataLoader(sys.argv[1], batch_size=4)   # the defaults: shuffled, val transform
+assert len(loader) == 5, len(loader)
+for images, y in loader:
+    assert tuple(images.shape[1:]) == (3, 224, 224), images.shape
+    n += len(images)
+    labels.update(int(v) for v in y)
 print("samples", n, "labels", sorted(labels))
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

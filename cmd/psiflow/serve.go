@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/internal/flagval"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func init() {
@@ -29,6 +30,9 @@ type serveConfig struct {
 	keys          bool
 	acceptTimeout time.Duration
 	folder        imagefolder.Config
+	plan          bool
+	rank          int // -1: from the environment
+	worldSize     int // 0: from the environment
 	budget        string
 	// synthetic: batches of known bytes instead of a folder (tests of the Python module).
 	synthetic int
@@ -38,6 +42,7 @@ type serveConfig struct {
 
 func parseServe(args []string) (serveConfig, error) {
 	c := serveConfig{folder: imagefolder.DefaultConfig("")}
+	c.folder.Process = memory.LauncherProcess()
 	c.folder.ReadBuffers = 0 // package source's own buffers, as psiflow-imagefolder
 	fs := flag.NewFlagSet("psiflow serve", flag.ContinueOnError)
 	fs.StringVar(&c.socket, "socket", "", "Unix socket to listen on (required); python/psiflow's Client connects to it")
@@ -53,6 +58,14 @@ func parseServe(args []string) (serveConfig, error) {
 	fs.IntVar(&c.folder.Epochs, "epochs", 1, "passes over the folder")
 	fs.Int64Var(&c.folder.Limit, "limit", 0, "stop after this many samples (0: all)")
 	fs.BoolVar(&c.folder.Ordered, "ordered", false, "keep file order through decoding")
+	fs.BoolVar(&c.folder.Shuffle, "shuffle", false, "shuffle every epoch: a permutation of the whole folder per (seed, epoch), then sharded by rank")
+	fs.Uint64Var(&c.folder.Seed, "seed", 0, "seed of the shuffle")
+	fs.BoolVar(&c.folder.DropLast, "drop-last", false, "cut each epoch's remainder so every rank reads the same count (else: padded by repeating the epoch's first files)")
+	fs.IntVar(&c.folder.StartEpoch, "epoch", 0, "number of the first epoch (it selects the shuffle)")
+	fs.Int64Var(&c.folder.StartAt, "start", 0, "resume the first epoch at this global offset (entries consumed by all ranks together)")
+	fs.BoolVar(&c.plan, "plan", false, "send each epoch's plan (samples, rank's share, start) before its batches, as a \"plan\" message (python/psiflow's DataLoader asks for it)")
+	fs.IntVar(&c.rank, "rank", -1, "this process's rank; -1: RANK from the environment, else 0")
+	fs.IntVar(&c.worldSize, "world-size", 0, "number of ranks; 0: WORLD_SIZE from the environment, else 1")
 	fs.StringVar(&c.budget, "budget", "32M", "graph byte budget (bytes in flight from read to decode), K/M/G suffixes")
 	fs.IntVar(&c.synthetic, "synthetic", 0, "serve this many synthetic batches of known bytes instead of a folder (for tests)")
 	shape := fs.String("shape", "4,3,8,8", "with -synthetic: batch shape (samples first), uint8")
@@ -87,12 +100,24 @@ func parseServe(args []string) (serveConfig, error) {
 		if err := c.folder.Validate(); err != nil {
 			return c, fmt.Errorf("%w: %v", errUsage, err)
 		}
-		// RANK and WORLD_SIZE are read here, before anyone connects.
-		sh, err := source.EnvSharding()
-		if err != nil {
-			return c, fmt.Errorf("%w: %v", errUsage, err)
+		// RANK and WORLD_SIZE are read here, before anyone connects, unless
+		// -rank and -world-size say it.
+		c.folder.Rank, c.folder.WorldSize = c.rank, c.worldSize
+		if c.rank < 0 || c.worldSize == 0 {
+			sh, err := source.EnvSharding()
+			if err != nil {
+				return c, fmt.Errorf("%w: %v", errUsage, err)
+			}
+			if c.rank < 0 {
+				c.folder.Rank = sh.Rank
+			}
+			if c.worldSize == 0 {
+				c.folder.WorldSize = sh.WorldSize
+			}
 		}
-		c.folder.Rank, c.folder.WorldSize = sh.Rank, sh.WorldSize
+		if c.folder.WorldSize < 1 || c.folder.Rank < 0 || c.folder.Rank >= c.folder.WorldSize {
+			return c, fmt.Errorf("%w: rank %d of world size %d is out of range", errUsage, c.folder.Rank, c.folder.WorldSize)
+		}
 	}
 	return c, nil
 }
@@ -138,11 +163,34 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 		Consume: t.Consume,
 		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
 	}
+	if c.plan {
+		// Each epoch's plan goes to the consumer before its batches
+		// (python/psiflow's DataLoader takes len() and its state from it).
+		hooks.Plan = func(epoch int, sh source.Share) error {
+			return t.Announce(ctx, "plan", servePlan{Epoch: epoch, Samples: sh.Samples, Rank: sh.Rank, WorldSize: sh.WorldSize,
+				Start: sh.Start, Count: sh.Count, DropLast: sh.DropLast, Shuffle: c.folder.Shuffle, Seed: c.folder.Seed, BatchSize: c.folder.BatchSize})
+		}
+	}
 	sum, err := imagefolder.Run(ctx, c.folder, hooks)
 	if sec := sum.Elapsed.Seconds(); sec > 0 {
 		fmt.Fprintf(stdout, "psiflow serve: %d samples in %d batches, %.1f s, %.0f samples/s\n", sum.Items, sum.Batches, sec, float64(sum.Items)/sec)
 	}
 	return err
+}
+
+// servePlan is the "plan" message sent before each epoch's batches: this
+// rank's share of the epoch (source.Share) and how it is batched.
+type servePlan struct {
+	Epoch     int    `json:"epoch"`
+	Samples   int    `json:"samples"`
+	Rank      int    `json:"rank"`
+	WorldSize int    `json:"world_size"`
+	Start     int64  `json:"start"`
+	Count     int64  `json:"count"`
+	DropLast  bool   `json:"drop_last"`
+	Shuffle   bool   `json:"shuffle"`
+	Seed      uint64 `json:"seed"`
+	BatchSize int    `json:"batch_size"`
 }
 
 // serveSynthetic sends c.synthetic batches whose byte j of sample i (counted
@@ -157,7 +205,7 @@ func serveSynthetic(ctx context.Context, c serveConfig, t *sink.Torch) error {
 		if c.failAfter > 0 && k == c.failAfter {
 			return fmt.Errorf("synthetic failure after %d batches (-fail-after)", k)
 		}
-		b := &decode.Batch{Tensor: decode.Tensor{DType: decode.Uint8, Shape: c.shape, U8: make([]byte, n*per)}}
+		b := &tensor.Batch{Tensor: tensor.Tensor{DType: tensor.Uint8, Shape: c.shape, U8: make([]byte, n*per)}}
 		for i := range n {
 			idx := k*n + i
 			for j := range per {

@@ -47,3 +47,16 @@ func TestShardingFromEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestServeShardingFlags: -rank and -world-size are checked when serve starts,
+// before anyone connects.
+func TestServeShardingFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"-rank", "2", "-world-size", "2"}, {"-world-size", "-1"}} {
+		var out bytes.Buffer
+		all := append([]string{"serve", "-socket", filepath.Join(dir, "s.sock"), "-data", dir}, args...)
+		if code := dispatch(context.Background(), &out, &out, all); code != 2 || !strings.Contains(out.String(), "out of range") {
+			t.Errorf("%v: exit %d, %q: want a usage error saying out of range", args, code, out.String())
+		}
+	}
+}

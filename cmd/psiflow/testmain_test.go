@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/psiflow/psiflow/reexec"
 )
 
 // TestMain lets the test binary stand in for the launcher in child processes:
@@ -13,6 +15,7 @@ import (
 // SIGKILL), with envRunMain it dispatches its own command line (the co-tenant of
 // TestBenchCoTenantEndToEnd); otherwise it runs the tests.
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if os.Getenv(envRunMain) != "" {
 		os.Exit(dispatch(context.Background(), os.Stdout, os.Stderr, os.Args[1:]))
 	}

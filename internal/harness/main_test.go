@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/reexec"
 	"go.uber.org/goleak"
 )
 
@@ -15,6 +16,7 @@ const envChild = "PSIFLOW_HARNESS_TEST_CHILD"
 const testPrefix = "bench-test"
 
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if mode := os.Getenv(envChild); mode != "" {
 		os.Exit(childMain(mode))
 	}

@@ -1,10 +1,7 @@
 package harness
 
 import (
-	"bytes"
-	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
@@ -109,11 +106,7 @@ func filePeak(g *cgroup.Group) (int64, string) {
 		paths = append(paths, filepath.Join(d, "memory.peak"))
 	}
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		if v, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64); err == nil {
+		if v, err := cgroup.ReadInt(p); err == nil {
 			return v, filepath.Base(p)
 		}
 	}

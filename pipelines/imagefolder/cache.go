@@ -14,6 +14,7 @@ import (
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 	"github.com/psiflow/psiflow/uma"
 	"github.com/psiflow/psiflow/uma/umacache"
 )
@@ -128,7 +129,7 @@ func (sc *sampleCache) split(paths []string) (hits, misses []string) {
 }
 
 // put keeps a decoded sample's tensor (CacheDecoded).
-func (sc *sampleCache) put(ctx context.Context, s *decode.Sample) error {
+func (sc *sampleCache) put(ctx context.Context, s *tensor.Sample) error {
 	_, err := sc.c.Put(ctx, s.Key, sc.sig, s.Tensor.U8)
 	return err
 }
@@ -169,9 +170,9 @@ func hitSource[T any](g *flow.Graph, sc *sampleCache, hits []string, size int64,
 }
 
 // decodedHit turns cached tensor bytes back into a sample of crop×crop CHW uint8.
-func (sc *sampleCache) decodedHit(crop int) func(key string, data []byte) *decode.Sample {
-	return func(key string, data []byte) *decode.Sample {
-		return &decode.Sample{Key: key, Label: sc.labelOf(key), Tensor: decode.Tensor{DType: decode.Uint8, Shape: []int{3, crop, crop}, U8: data}}
+func (sc *sampleCache) decodedHit(crop int) func(key string, data []byte) *tensor.Sample {
+	return func(key string, data []byte) *tensor.Sample {
+		return &tensor.Sample{Key: key, Label: sc.labelOf(key), Tensor: tensor.Tensor{DType: tensor.Uint8, Shape: []int{3, crop, crop}, U8: data}}
 	}
 }
 
@@ -186,9 +187,9 @@ func encodedHit(key string, data []byte) *source.Sample {
 func fromCache(s *source.Sample) bool { return s.Off < 0 }
 
 // tapPut stores every decoded sample passing by.
-func tapPut(sc *sampleCache, in flow.Stream[*decode.Sample]) flow.Stream[*decode.Sample] {
+func tapPut(sc *sampleCache, in flow.Stream[*tensor.Sample]) flow.Stream[*tensor.Sample] {
 	// The sample travels on as it is (the graph releases it downstream).
-	return flow.OrderedMap(in, "cache-put", 1, func(ctx context.Context, s *decode.Sample) (*decode.Sample, error) {
+	return flow.OrderedMap(in, "cache-put", 1, func(ctx context.Context, s *tensor.Sample) (*tensor.Sample, error) {
 		if err := sc.put(ctx, s); err != nil {
 			return nil, err
 		}

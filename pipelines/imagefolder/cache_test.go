@@ -11,7 +11,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/psiflow/psiflow/pipelines/progress"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 	"github.com/psiflow/psiflow/uma/umacache"
 )
 
@@ -22,7 +22,7 @@ type epochRecord struct {
 	dups   []string
 }
 
-func (r *epochRecord) consume(_ context.Context, b *decode.Batch) error {
+func (r *epochRecord) consume(_ context.Context, b *tensor.Batch) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := r.epochs[len(r.epochs)-1]

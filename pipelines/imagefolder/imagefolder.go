@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
@@ -24,6 +22,7 @@ import (
 	"github.com/psiflow/psiflow/source/umabuf"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 	"github.com/psiflow/psiflow/uma"
 	"github.com/psiflow/psiflow/uma/umacache"
 )
@@ -54,6 +53,11 @@ type Config struct {
 	// DropLast cuts the end of each epoch so every rank reads the same number of
 	// files; without it the epoch is padded by repeating its first files.
 	DropLast bool
+	// StartEpoch numbers the first epoch (its shuffle is that epoch's), and
+	// StartAt resumes it at that global offset (source.Position.Consumed): the
+	// run delivers the rest of epoch StartEpoch, then Epochs-1 more.
+	StartEpoch int
+	StartAt    int64
 
 	DropCache bool // drop each file's page cache once read
 	// Direct reads with O_DIRECT, past the page cache: the reads charge nothing to
@@ -68,23 +72,21 @@ type Config struct {
 	// the budget floor; fixed: 64 MiB) and -1 uses package source's own pool; without
 	// Memory, 0 uses package source's own pool.
 	ReadBuffers int64
-	// Memory is the memory runtime ([elastic.Elastic] by default, [elastic.Fixed] for
+	// Memory is the memory runtime ([memory.Elastic] by default, [memory.Fixed] for
 	// psiflow before issue 9, "" for none: a plain budget of Budget bytes). With a
 	// runtime, Budget is the largest budget (elastic) or the budget (fixed).
-	Memory elastic.Mode
+	Memory memory.Mode
 	// Pressure gates the source and its reads on the cgroup's memory pressure
 	// (with Memory set).
 	Pressure bool
-	// KeepTextUnlocked leaves the program's code reclaimable; the elastic runtime
-	// otherwise locks it as it is faulted in (see elastic.Config.KeepTextUnlocked).
-	KeepTextUnlocked bool
 	// BelowFloor is what an elastic loader does when its cgroup leaves it less
-	// than its floor ([FloorOf]): [elastic.StopBelowFloor] ("" too) ends the run
-	// with an [elastic.BelowFloorError], [elastic.RunAtFloor] runs on at the floor.
-	BelowFloor elastic.FloorPolicy
-	// KeepOOMScore leaves oom_score_adj alone; the elastic runtime otherwise makes
-	// the loader the OOM killer's first choice in its cgroup.
-	KeepOOMScore bool
+	// than its floor ([FloorOf]): [memory.StopBelowFloor] ("" too) ends the run
+	// with a [memory.BelowFloorError], [memory.RunAtFloor] runs on at the floor.
+	BelowFloor memory.FloorPolicy
+	// Process are the memory runtime's actions on the whole process (the OOM
+	// preference, the locked program text, the Go memory limit): off by default
+	// for a library, all on in the launcher ([memory.LauncherProcess]).
+	Process memory.ProcessActions
 	// Cache keeps samples between epochs in preemptible UMA memory (see
 	// [CacheMode]); "" is CacheOff.
 	Cache CacheMode
@@ -107,7 +109,7 @@ type Config struct {
 // DefaultConfig is what "make run" uses on the generated folder dir.
 func DefaultConfig(dir string) Config {
 	return Config{Dir: dir, Workers: runtime.GOMAXPROCS(0), BatchSize: 64, Resize: 256, Crop: 224, Queue: 4,
-		Budget: 32 << 20, Epochs: 1, DropCache: true, Direct: true, Labels: true, Memory: elastic.Elastic, Pressure: true}
+		Budget: 32 << 20, Epochs: 1, DropCache: true, Direct: true, Labels: true, Memory: memory.Elastic, Pressure: true}
 }
 
 // Validate reports the first field that cannot work.
@@ -129,6 +131,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("imagefolder: budget %d bytes: must be positive", c.Budget)
 	case c.Epochs < 1:
 		return fmt.Errorf("imagefolder: epochs %d: must be at least 1", c.Epochs)
+	case c.StartEpoch < 0 || c.StartAt < 0:
+		return fmt.Errorf("imagefolder: start epoch %d at offset %d: must not be negative", c.StartEpoch, c.StartAt)
 	case c.Limit < 0:
 		return fmt.Errorf("imagefolder: limit %d: must be 0 (all) or more", c.Limit)
 	case c.ReadBuffers < 0 && (c.Memory == "" || c.ReadBuffers != -1):
@@ -140,12 +144,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("imagefolder: %w", err)
 	}
 	if c.Memory != "" {
-		if _, err := elastic.ParseMode(string(c.Memory)); err != nil {
+		if _, err := memory.ParseMode(string(c.Memory)); err != nil {
 			return fmt.Errorf("imagefolder: %w", err)
 		}
 	}
 	if c.BelowFloor != "" {
-		if _, err := elastic.ParseFloorPolicy(string(c.BelowFloor)); err != nil {
+		if _, err := memory.ParseFloorPolicy(string(c.BelowFloor)); err != nil {
 			return fmt.Errorf("imagefolder: %w", err)
 		}
 	}
@@ -177,24 +181,25 @@ func (c Config) skipPolicy(log func(key string, err error)) stage.SkipPolicy {
 // batches.
 type Hooks struct {
 	Options []flow.Option
-	// Run runs each graph; with Config.Memory set it must be nil (the memory
-	// runtime runs the graph under its monitor).
-	Run func(ctx context.Context, g *flow.Graph) error
 	// Registerer receives the memory runtime's metrics (psiflow_shed_action_*,
 	// psiflow_elastic_*, psiflow_uma_*, psiflow_pressure_*), or without a runtime
 	// the psiflow_uma_* metrics of the read-buffer UMA.
 	Registerer prometheus.Registerer
 	// Runtime, when set, is called with the memory runtime once it is built (to
 	// report its pressure levels or shed actions after Run).
-	Runtime func(*elastic.Runtime)
+	Runtime func(*memory.Runtime)
 	// Consume receives every batch; the graph releases the batch when it returns.
-	Consume func(ctx context.Context, b *decode.Batch) error
+	Consume func(ctx context.Context, b *tensor.Batch) error
 	// Info receives one line for each choice made at start (reader, decoder, buffers).
 	Info func(string)
 	// Progress, when not nil, is called about every Interval from another goroutine
 	// that ends before Run returns.
 	Progress func(progress.Snapshot)
 	Interval time.Duration
+	// Plan, when not nil, is told each epoch's number and this rank's share of
+	// it (how many samples it delivers from where) before the epoch starts; an
+	// error ends the run.
+	Plan func(epoch int, share source.Share) error
 	// OnEpoch, when not nil, is called after each epoch (numbered from 0) with
 	// what it delivered, before the next one starts.
 	OnEpoch func(n int, e progress.Epoch)
@@ -231,9 +236,18 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	}
 	labelOf := func(string) int64 { return -1 }
 	if cfg.Labels {
-		if labelOf, err = ClassIndex(cfg.Dir); err != nil {
+		classes, err := source.ClassIndex(cfg.Dir)
+		if err != nil {
 			return progress.Summary{}, err
 		}
+		var outside []string
+		if files, outside, err = classes.Members(files); err != nil {
+			return progress.Summary{}, err
+		}
+		if n := classes.OutsideNotice(outside); n != "" {
+			hooks.info("%s", n)
+		}
+		labelOf = classes.Label
 	}
 	dec, err := decode.NewDecoder(decode.Options{Backend: cfg.Backend, MaxPixels: cfg.MaxPixels})
 	if err != nil {
@@ -262,16 +276,12 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	var bufs source.BufferProvider
 	var u *uma.UMA
 	graphOpts := []flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}
-	runGraph := hooks.Run
-	workers, err := elastic.NewWorkers(cfg.Workers + elastic.WorkerSlack)
+	workers, err := memory.NewWorkers(cfg.Workers + memory.WorkerSlack)
 	if err != nil {
 		return progress.Summary{}, err
 	}
-	var rt *elastic.Runtime
+	var rt *memory.Runtime
 	if cfg.Memory != "" {
-		if hooks.Run != nil {
-			return progress.Summary{}, errors.New("imagefolder: Hooks.Run is set with Config.Memory: the memory runtime runs the graph")
-		}
 		if rt, err = newRuntime(cfg, files, hooks); err != nil {
 			return progress.Summary{}, err
 		}
@@ -282,8 +292,10 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		if hooks.Runtime != nil {
 			hooks.Runtime(rt)
 		}
-		graphOpts = append(rt.Options(), flow.WithQueueSize(cfg.Queue))
-		bufs, workers, runGraph, u = rt.Buffers(), rt.Workers(), rt.Run, rt.UMA()
+		// The graph takes the runtime once: its budget, gate, monitor, headroom,
+		// read buffers and epoch boundary come with it.
+		graphOpts = []flow.Option{flow.WithRuntime(rt), flow.WithQueueSize(cfg.Queue)}
+		workers, u = rt.Workers(), rt.UMA()
 	} else if cfg.ReadBuffers > 0 {
 		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer}); err != nil {
 			return progress.Summary{}, err
@@ -313,7 +325,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	if cache != nil && rt != nil {
 		// At Critical the cache gives back its coldest eighth (it is rebuilt from
 		// the files when the pressure is gone).
-		rt.OnShed(elastic.ActionSampleCache, func(context.Context) (int64, error) {
+		rt.OnShed(memory.ActionSampleCache, func(context.Context) (int64, error) {
 			return cache.c.Shed(max(cache.c.Stats().Bytes/8, 1<<20)), nil
 		})
 		// The cache follows the headroom: it may hold half of what the headroom
@@ -338,7 +350,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	defer stop()
 	defer func() { sum.Elapsed = time.Since(start) }() // sum is the named result: set after the return value
 
-	get := func(h *elastic.Held[*source.Sample]) decode.Encoded {
+	get := func(h *memory.Held[*source.Sample]) decode.Encoded {
 		s := h.V
 		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key)}
 		if len(s.Fields) > 0 {
@@ -361,7 +373,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	}
 	if cache != nil && cache.mode == CacheEncoded {
 		inner := get
-		get = func(h *elastic.Held[*source.Sample]) decode.Encoded {
+		get = func(h *memory.Held[*source.Sample]) decode.Encoded {
 			e := inner(h)
 			if !fromCache(h.V) {
 				_ = cache.putEncoded(e.Key, e.Data)
@@ -369,7 +381,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 			return e
 		}
 	}
-	consume := func(ctx context.Context, b *decode.Batch) error {
+	consume := func(ctx context.Context, b *tensor.Batch) error {
 		mu.Lock()
 		sum.Items += int64(len(b.Keys))
 		sum.Batches++
@@ -396,7 +408,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		// Decoded bytes are reserved from the graph's budget before decoding.
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
 			Workers: cfg.Workers, Ordered: cfg.Ordered, Observer: hooks.Decodes,
-			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: decode.CHW},
+			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: tensor.CHW},
 			Budget:    g.Budget(), Skip: cfg.skipPolicy(skipped),
 		}, get)
 		if err != nil {
@@ -404,11 +416,25 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		}
 		// narrow admits a file to decoding only while a decode slot is free: the
 		// memory runtime narrows decoding under pressure.
-		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*decode.Sample] {
-			return flow.Via(flow.Via(in, elastic.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
+		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*tensor.Sample] {
+			return flow.Via(flow.Via(in, memory.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
 		}
-		opts := source.Options{Epoch: epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Rank: cfg.Rank, WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
-		var decoded flow.Stream[*decode.Sample]
+		opts := source.Options{Epoch: cfg.StartEpoch + epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Rank: cfg.Rank, WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
+		var start int64 // the first epoch resumes at StartAt
+		if epoch == 0 && cfg.StartAt > 0 {
+			start = cfg.StartAt
+			opts.Resume = &source.Position{Epoch: opts.Epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Consumed: start}
+		}
+		if hooks.Plan != nil && paths == nil {
+			sh, err := source.NewShare(files.Len(), opts, start)
+			if err != nil {
+				return nil, 0, err
+			}
+			if err := hooks.Plan(opts.Epoch, sh); err != nil {
+				return nil, 0, err
+			}
+		}
+		var decoded flow.Stream[*tensor.Sample]
 		var lateMu sync.Mutex
 		switch {
 		case cache == nil:
@@ -422,7 +448,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 			}
 			hits, misses := cache.split(paths)
 			// The order and sharding are already in paths: read them as they are.
-			opts.Epoch, opts.Rank, opts.WorldSize, opts.Shuffle, opts.ShuffleBuffer = 0, 0, 1, false, 0
+			opts.Epoch, opts.Rank, opts.WorldSize, opts.Shuffle, opts.ShuffleBuffer, opts.Resume = 0, 0, 1, false, 0, nil
 			read := flowsrc.Files(g, "read", source.NewFiles(misses), opts)
 			switch {
 			case cache.mode == CacheEncoded && len(hits) > 0:
@@ -431,24 +457,20 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 			case cache.mode == CacheEncoded:
 				decoded = narrow(read)
 			case len(hits) > 0:
-				tensor := int64(3 * cfg.Crop * cfg.Crop)
-				cached := hitSource(g, cache, hits, tensor, &late, &lateMu, cache.decodedHit(cfg.Crop))
-				decoded = flow.Merge([]flow.Stream[*decode.Sample]{tapPut(cache, narrow(read)), cached}, "merge")
+				sampleBytes := int64(3 * cfg.Crop * cfg.Crop)
+				cached := hitSource(g, cache, hits, sampleBytes, &late, &lateMu, cache.decodedHit(cfg.Crop))
+				decoded = flow.Merge([]flow.Stream[*tensor.Sample]{tapPut(cache, narrow(read)), cached}, "merge")
 			default:
 				decoded = tapPut(cache, narrow(read))
 			}
 		}
-		batches := flow.Via(decoded, stage.Batch[*decode.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
-		collated := flow.Via(batches, decode.Collate("collate"), flow.QueueSize(1))
+		batches := flow.Via(decoded, stage.Batch[*tensor.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
+		collated := flow.Via(batches, tensor.Collate("collate"), flow.QueueSize(1))
 		flow.Sink(collated, "consume", consume)
 		mu.Lock()
 		current = g
 		mu.Unlock()
-		if runGraph != nil {
-			err = runGraph(ctx, g)
-		} else {
-			err = g.Run(ctx)
-		}
+		err = g.Run(ctx)
 		mu.Lock()
 		sum.Stages = g.Stats()
 		sum.Peak = max(sum.Peak, g.Budget().MaxInUse())
@@ -466,11 +488,6 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		return late, lookups, err
 	}
 	for epoch := range cfg.Epochs {
-		if rt != nil && epoch > 0 {
-			if err := rt.NextEpoch(); err != nil {
-				return sum, err
-			}
-		}
 		epochStart := time.Now()
 		mu.Lock()
 		itemsBefore := sum.Items
@@ -503,43 +520,4 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		}
 	}
 	return sum, nil
-}
-
-// ClassIndex returns ImageFolder's labelling of root: the index of a file's top-level
-// directory among the sorted class directories of root, symlinked ones included (-1 for
-// files outside one).
-func ClassIndex(root string) (func(path string) int64, error) {
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		return nil, err
-	}
-	var classes []string
-	for _, e := range entries {
-		if e.IsDir() {
-			classes = append(classes, e.Name())
-		} else if e.Type()&os.ModeSymlink != 0 { // a symlinked class folder is a class too
-			if st, err := os.Stat(filepath.Join(root, e.Name())); err == nil && st.IsDir() {
-				classes = append(classes, e.Name())
-			}
-		}
-	}
-	sort.Strings(classes)
-	idx := make(map[string]int64, len(classes))
-	for i, name := range classes {
-		idx[name] = int64(i)
-	}
-	return func(path string) int64 {
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return -1
-		}
-		first, _, ok := strings.Cut(rel, string(filepath.Separator))
-		if !ok {
-			return -1
-		}
-		if i, ok := idx[first]; ok {
-			return i
-		}
-		return -1
-	}, nil
 }

@@ -17,15 +17,16 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage"
-	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
@@ -80,7 +81,7 @@ func writeFolder(t *testing.T, n int) string {
 func smallConfig(root string) Config {
 	c := DefaultConfig(root)
 	c.Workers, c.BatchSize, c.Resize, c.Crop, c.Queue, c.Budget, c.ReadBuffers = 2, 8, 48, 32, 2, 1<<20, 0
-	c.Pressure, c.KeepOOMScore = false, true
+	c.Pressure = false
 	return c
 }
 
@@ -91,7 +92,7 @@ func TestRunDeliversBatches(t *testing.T) {
 		limit       int64
 		epochs      int
 		readBuffers int64
-		memory      elastic.Mode // "": elastic; "none": no runtime
+		memory      memory.Mode // "": elastic; "none": no runtime
 		pressure    bool
 		want        string // batch sizes in order
 	}{
@@ -99,7 +100,7 @@ func TestRunDeliversBatches(t *testing.T) {
 		{name: "limit", limit: 10, want: "[8 8]"},
 		{name: "two epochs", epochs: 2, want: "[8 8 5 8 8 5]"},
 		{name: "uma read buffers", readBuffers: 4 << 20, want: "[8 8 5]"},
-		{name: "fixed", memory: elastic.Fixed, want: "[8 8 5]"},
+		{name: "fixed", memory: memory.Fixed, want: "[8 8 5]"},
 		{name: "plain", memory: "none", want: "[8 8 5]"},
 		{name: "plain uma read buffers", memory: "none", readBuffers: 4 << 20, want: "[8 8 5]"},
 		{name: "elastic with pressure", pressure: true, epochs: 2, want: "[8 8 5 8 8 5]"},
@@ -124,7 +125,7 @@ func TestRunDeliversBatches(t *testing.T) {
 			labels := map[int64]int{}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			sum, err := Run(ctx, c, Hooks{Consume: func(_ context.Context, b *decode.Batch) error {
+			sum, err := Run(ctx, c, Hooks{Consume: func(_ context.Context, b *tensor.Batch) error {
 				mu.Lock()
 				defer mu.Unlock()
 				sizes = append(sizes, len(b.Keys))
@@ -210,47 +211,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestClassIndex(t *testing.T) {
-	root := writeFolder(t, 2)
-	label, err := ClassIndex(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for path, want := range map[string]int64{
-		filepath.Join(root, "class0", "000.jpg"): 0,
-		filepath.Join(root, "class1", "001.jpg"): 1,
-		filepath.Join(root, "loose.jpg"):         -1,
-		filepath.Join(root, "other", "x.jpg"):    -1,
-	} {
-		if got := label(path); got != want {
-			t.Errorf("label(%s) = %d, want %d", path, got, want)
-		}
-	}
-}
-
-func TestClassIndexFollowsSymlinkedClasses(t *testing.T) {
-	root := writeFolder(t, 2)
-	elsewhere := t.TempDir()
-	if err := os.Symlink(elsewhere, filepath.Join(root, "class2")); err != nil {
-		t.Fatal(err)
-	}
-	label, err := ClassIndex(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := label(filepath.Join(root, "class2", "x.jpg")); got != 2 {
-		t.Fatalf("label in a symlinked class folder = %d, want 2", got)
-	}
-}
-
-func TestRunWithMemoryRejectsRunHook(t *testing.T) {
-	root := writeFolder(t, 3)
-	_, err := Run(context.Background(), smallConfig(root), Hooks{Run: func(ctx context.Context, g *flow.Graph) error { return g.Run(ctx) }})
-	if err == nil || !strings.Contains(err.Error(), "Hooks.Run") {
-		t.Fatalf("Run with Memory and Hooks.Run: %v", err)
-	}
-}
-
 func TestFloorOf(t *testing.T) {
 	root := writeFolder(t, 6)
 	files, err := source.Dir(root, Extensions...)
@@ -298,7 +258,7 @@ func TestSkipBadImages(t *testing.T) {
 		delivered := map[string]int{}
 		skipped := map[string]int{}
 		sum, err := Run(context.Background(), c, Hooks{
-			Consume: func(_ context.Context, b *decode.Batch) error {
+			Consume: func(_ context.Context, b *tensor.Batch) error {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, k := range b.Keys {

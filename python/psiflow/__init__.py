@@ -19,5 +19,6 @@ torch.from_numpy, sharing the same memory).
 """
 
 from .client import Batch, Client, Loader, PsiflowError, PROTOCOL_VERSION
+from .loader import DataLoader
 
-__all__ = ["Batch", "Client", "Loader", "PsiflowError", "PROTOCOL_VERSION"]
+__all__ = ["Batch", "Client", "DataLoader", "Loader", "PsiflowError", "PROTOCOL_VERSION"]

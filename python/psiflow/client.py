@@ -84,6 +84,7 @@ class Client:
         self._last = None
         self._done = False
         self.batches = 0
+        self.plan = None  # the last "plan" message's info (psiflow serve's epoch plan)
         self._connect(connect_timeout)
 
     # -- connection -------------------------------------------------------
@@ -165,6 +166,9 @@ class Client:
             if t == "hello":
                 self._hello(m, fds)
                 continue
+            if t == "plan":
+                self.plan = m.get("info") or {}
+                continue
             for fd in fds:
                 os.close(fd)
             if t == "batch":
@@ -179,6 +183,25 @@ class Client:
                 self._hang_up()
                 raise PsiflowError(m.get("message", "psiflow failed"))
             raise PsiflowError("unknown message %r from psiflow" % t)
+
+    def wait_plan(self):
+        """Returns the epoch's plan, waiting for it when it has not come yet
+        (psiflow serve sends it before the epoch's first batch)."""
+        while self.plan is None:
+            if self._done:
+                raise PsiflowError("psiflow ended the stream without a plan")
+            m, fds = self._recv()
+            for fd in fds:
+                os.close(fd)
+            t = m.get("t")
+            if t == "plan":
+                self.plan = m.get("info") or {}
+            elif t == "error":
+                self._hang_up()
+                raise PsiflowError(m.get("message", "psiflow failed"))
+            else:
+                raise PsiflowError("psiflow sent %r before its plan" % t)
+        return self.plan
 
     def _batch(self, m):
         if self._mm is None:

@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """Per-core JPEG decode rate of Pillow, for psiflow's decode benchmark.
 
-Usage: pil_decode_bench.py SECONDS [--load | --transform] FILE...
+Usage: pil_decode_bench.py SECONDS [--load | --transform | --train] FILE...
 
 With --load the image is only decoded (Image.open(BytesIO).load(), no
 conversion: the pure libjpeg-turbo cost plus Pillow's overhead). With
 --transform each image is also resized (shorter side 256, BILINEAR, the
 longer side int(256 * long / short), as torchvision's Resize(256)) and
-center-cropped to 224x224 (torchvision's CenterCrop rounding).
+center-cropped to 224x224 (torchvision's CenterCrop rounding). With --train
+torchvision's own RandomResizedCrop(224) and RandomHorizontalFlip() run on
+the PIL image (the ImageNet training transform; needs python3-torchvision).
 
 Reads every FILE into memory once, then decodes them round-robin from memory
 (Image.open(BytesIO).convert("RGB"), as torchvision's ImageFolder loader does)
@@ -21,7 +23,14 @@ import time
 from PIL import Image
 
 
+TRAIN = None
+
+
 def work(b, transform):
+    if transform == "train":
+        img = TRAIN(Image.open(io.BytesIO(b)).convert("RGB"))
+        img.load()
+        return img
     if transform == "load":
         img = Image.open(io.BytesIO(b))
         img.load()
@@ -42,9 +51,14 @@ def main():
     seconds = float(sys.argv[1])
     args = sys.argv[2:]
     transform = None
-    if args and args[0] in ("--transform", "--load"):
+    if args and args[0] in ("--transform", "--load", "--train"):
         transform = args[0][2:]
         args = args[1:]
+    if transform == "train":
+        global TRAIN
+        import torchvision.transforms as T
+
+        TRAIN = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
     blobs = []
     for path in args:
         with open(path, "rb") as f:

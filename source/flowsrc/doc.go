@@ -12,7 +12,9 @@
 // buffer and submits the read (files) or when the element leaves the
 // iterator (tar shards, tables), and finally emits the element; the permit
 // is released once it is queued. The graph's budget is used unless
-// [source.Options.Budget] names another one. Elements release their buffers
+// [source.Options.Budget] names another one, and the read buffers of the
+// graph's runtime (flow.WithRuntime with package memory's runtime) unless
+// [source.Options.Buffers] names others. Elements release their buffers
 // and bytes when the graph releases them (they are [stage.Releaser]s), so a
 // finished or cancelled graph leaves the budget at zero.
 //

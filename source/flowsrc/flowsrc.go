@@ -36,6 +36,9 @@ func Tables(g *flow.Graph, name string, ds *source.Tables, opts source.Options, 
 // the graph runs and emits its elements until io.EOF. An error from the
 // iterator ends the graph with that error.
 //
+// Inputs the iterator skips (opts.Skip) count in the source's stage counters
+// (psiflow_stage_skipped_total) and reach opts.OnSkip.
+//
 // Unless opts sets them, the iterator is charged to the graph's byte budget and
 // its reads pass through the graph's gate: a reader that reads ahead asks the
 // gate before each read, so reads stop when the gate closes (Full), not only
@@ -60,8 +63,23 @@ func iter[T any](g *flow.Graph, name string, open func(source.Options) (source.I
 			opts.Gate = gt
 		}
 	}
+	if opts.Buffers == nil {
+		// The graph's runtime owns the read buffers (package memory's read pools).
+		if rb, ok := g.Runtime().(interface{ ReadBuffers() source.BufferProvider }); ok {
+			opts.Buffers = rb.ReadBuffers()
+		}
+	}
 	return flow.Source(g, name, func(ctx context.Context, out *flow.Emitter[T]) (err error) {
-		it, err := open(opts)
+		// Every skip counts in the source's stage counters, and reaches the
+		// caller's OnSkip, which names it.
+		o := opts
+		o.OnSkip = func(err error) {
+			out.Skipped(1)
+			if opts.OnSkip != nil {
+				opts.OnSkip(err)
+			}
+		}
+		it, err := open(o)
 		if err != nil {
 			return err
 		}

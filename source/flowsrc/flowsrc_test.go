@@ -8,12 +8,16 @@ import (
 	"testing"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/synth"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	reexec.Init()
+	goleak.VerifyTestMain(m)
+}
 
 func TestFilesThroughGraph(t *testing.T) {
 	dir := t.TempDir()
@@ -119,5 +123,45 @@ func TestBadInputFailsGraph(t *testing.T) {
 	var re *source.ReadError
 	if !errors.As(err, &re) || re.Path != "/nonexistent/psiflow/x.jpg" {
 		t.Fatalf("run: %v", err)
+	}
+}
+
+// TestSkipsCountInTheSourceStage: with Skip, a shard cut in the middle of a member
+// loses its rest; the graph's source stage counts the skip (Skipped, and so
+// psiflow_stage_skipped_total) and the caller's OnSkip names it, while every other
+// sample arrives.
+func TestSkipsCountInTheSourceStage(t *testing.T) {
+	dir := t.TempDir()
+	shards, err := synth.TarShards(dir, synth.Shards{Shards: 3, Samples: 10, Image: synth.Image{Width: 32, Height: 32}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(shards[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(shards[1], st.Size()/2+100); err != nil { // inside a member
+		t.Fatal(err)
+	}
+	var named []error
+	g := flow.New("skips")
+	src := Tar(g, "shards", source.NewTar(shards), source.Options{WorldSize: 1, Skip: true, OnSkip: func(err error) { named = append(named, err) }})
+	n := 0
+	flow.Sink(src, "count", func(context.Context, *source.Sample) error { n++; return nil })
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var skipped int64
+	for _, s := range g.Stats() {
+		if s.Name == "shards" {
+			skipped = s.Skipped
+		}
+	}
+	var sk *source.Skipped
+	if skipped != 1 || len(named) != 1 || !errors.As(named[0], &sk) || sk.Path != shards[1] || sk.What == "" {
+		t.Fatalf("stage skipped %d, named %v", skipped, named)
+	}
+	if n < 20 || n >= 30 {
+		t.Fatalf("%d samples, want the 20 of the whole shards and the whole ones before the cut", n)
 	}
 }

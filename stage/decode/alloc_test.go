@@ -4,6 +4,8 @@ import (
 	"image"
 	"os"
 	"testing"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // TestSteadyStateAllocs: once a Decoder (or Processor) has decoded one image
@@ -45,9 +47,13 @@ func TestSteadyStateAllocs(t *testing.T) {
 			return b
 		}},
 		{name: "processor resize+crop CHW", data: func(t *testing.T) []byte { return encodeJPEG(t, synthRGB(500, 375, 1, 24), 85) },
-			tr: &Transform{Resize: 256, CenterCrop: 224, Layout: CHW}},
+			tr: &Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW}},
 		{name: "processor random crop flip normalised", data: func(t *testing.T) []byte { return encodeJPEG(t, synthRGB(500, 375, 1, 24), 85) },
-			tr: &Transform{Resize: 256, RandomCrop: 224, FlipProb: 0.5, Layout: CHW, Normalize: norm, Seed: 7}},
+			tr: &Transform{Resize: 256, RandomCrop: 224, FlipProb: 0.5, Layout: tensor.CHW, Normalize: norm, Seed: 7}},
+		{name: "processor reduced-size resize+crop", data: func(t *testing.T) []byte { return encodeJPEG(t, synthRGB(1024, 768, 1, 24), 85) },
+			tr: &Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW}},
+		{name: "processor random resized crop flip", data: func(t *testing.T) []byte { return encodeJPEG(t, synthRGB(1024, 768, 1, 24), 85) },
+			tr: &Transform{RandomResizedCrop: ResizedCrop{Size: 224}, FlipProb: 0.5, Layout: tensor.CHW, Seed: 7}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -58,15 +64,25 @@ func TestSteadyStateAllocs(t *testing.T) {
 				var m Image
 				run = func() error { return d.Decode(&m, data, "alloc.jpg", c.minShort) }
 			} else {
-				p, err := NewProcessor(d, *c.tr, 0)
+				p, err := NewProcessor(d, *c.tr)
 				if err != nil {
 					t.Fatal(err)
 				}
-				var out Tensor
-				run = func() error { return p.Process(&out, data, "alloc.jpg") }
+				var out tensor.Tensor
+				var index int64 // every run another sample: random boxes of every size
+				run = func() error {
+					index++
+					return p.Process(&out, Encoded{Data: data, Key: "alloc.jpg", Index: index})
+				}
 			}
-			if err := run(); err != nil { // sizes the reused buffers
-				t.Fatal(err)
+			warm := 1
+			if c.tr != nil && c.tr.Random() {
+				warm = 30 // random boxes of many sizes: the scratch reaches its largest
+			}
+			for range warm { // sizes the reused buffers
+				if err := run(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			var runErr error
 			got := testing.AllocsPerRun(100, func() {

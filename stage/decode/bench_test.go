@@ -1,8 +1,13 @@
 package decode
 
 import (
+	"fmt"
+	"math"
 	"sync"
 	"testing"
+
+	"github.com/psiflow/psiflow/stage/decode/turbojpeg"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // benchJPEG is an ImageNet-like 500×375 q85 JPEG (≈100 KiB: noisy, so
@@ -136,12 +141,12 @@ func BenchmarkToTensor(b *testing.B) {
 		norm *Normalizer
 	}{{"uint8", nil}, {"float32", ImageNet()}} {
 		b.Run(c.name, func(b *testing.B) {
-			var tt Tensor
-			_ = ToTensor(&tt, src, CHW, c.norm) // warm-up
+			var tt tensor.Tensor
+			_ = ToTensor(&tt, src, tensor.CHW, c.norm) // warm-up
 			b.ReportAllocs()
 			cm := startCPU(b)
 			for b.Loop() {
-				if err := ToTensor(&tt, src, CHW, c.norm); err != nil {
+				if err := ToTensor(&tt, src, tensor.CHW, c.norm); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -156,7 +161,7 @@ func BenchmarkTransform(b *testing.B) {
 	src := benchImage(b)
 	var r Resizer
 	var mid, crop Image
-	var tt Tensor
+	var tt tensor.Tensor
 	step := func() error {
 		if err := r.ResizeShorter(&mid, src, 256); err != nil {
 			return err
@@ -165,7 +170,7 @@ func BenchmarkTransform(b *testing.B) {
 			return err
 		}
 		HFlip(&crop)
-		return ToTensor(&tt, &crop, CHW, nil)
+		return ToTensor(&tt, &crop, tensor.CHW, nil)
 	}
 	_ = step() // warm-up
 	b.ReportAllocs()
@@ -178,7 +183,7 @@ func BenchmarkTransform(b *testing.B) {
 			b.Fatal(err)
 		}
 		HFlip(&crop)
-		if err := ToTensor(&tt, &crop, CHW, nil); err != nil {
+		if err := ToTensor(&tt, &crop, tensor.CHW, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -199,16 +204,16 @@ func BenchmarkProcess(b *testing.B) {
 				b.Skip(err)
 			}
 			defer d.Close()
-			p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224, Layout: CHW}, 0)
+			p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW})
 			if err != nil {
 				b.Fatal(err)
 			}
-			var tt Tensor
-			_ = p.Process(&tt, data, "bench.jpg") // warm-up
+			var tt tensor.Tensor
+			_ = p.Process(&tt, Encoded{Data: data, Key: "bench.jpg"}) // warm-up
 			b.ReportAllocs()
 			cm := startCPU(b)
 			for b.Loop() {
-				if err := p.Process(&tt, data, "bench.jpg"); err != nil {
+				if err := p.Process(&tt, Encoded{Data: data, Key: "bench.jpg"}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -234,4 +239,75 @@ func BenchmarkResizeCropFused(b *testing.B) {
 		}
 	}
 	reportRate(b, cm)
+}
+
+// BenchmarkCropAware measures crop-aware decoding by TurboJPEG's lossless
+// crop (tjTransform with TJXOPT_CROP on the MCU grid, then a decode of the
+// smaller JPEG) against the full decode followed by a copy of the box, for
+// central boxes of a share of the image's area: what docs/DECODE.md's
+// choice rests on.
+func BenchmarkCropAware(b *testing.B) {
+	lib, err := turbojpeg.Default()
+	if err != nil {
+		b.Skip(err)
+	}
+	for _, sz := range [][2]int{{500, 375}, {1024, 768}} {
+		data := encodeJPEG(b, synthRGB(sz[0], sz[1], 4, 24), 85)
+		for _, share := range []float64{1, 0.54, 0.25, 0.08} {
+			bw, bh := int(float64(sz[0])*math.Sqrt(share)), int(float64(sz[1])*math.Sqrt(share))
+			bx, by := (sz[0]-bw)/2, (sz[1]-bh)/2
+			for _, way := range []string{"full", "lossless"} {
+				b.Run(fmt.Sprintf("%dx%d/area=%.2f/%s", sz[0], sz[1], share, way), func(b *testing.B) {
+					d, err := lib.NewDecompressor()
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer d.Close()
+					tr, err := lib.NewTransformer()
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer tr.Close()
+					hdr, err := d.Header(data)
+					if err != nil {
+						b.Fatal(err)
+					}
+					mw, mh, _ := turbojpeg.MCUSize(hdr.Subsampling)
+					x0, y0 := bx/mw*mw, by/mh*mh
+					cw, ch := bx+bw-x0, by+bh-y0
+					pix := make([]byte, sz[0]*sz[1]*3)
+					buf := make([]byte, tr.CropBufSize(cw, ch, hdr.Subsampling))
+					var full, box Image
+					step := func() error {
+						if way == "full" {
+							full.Reset(sz[0], sz[1], 3)
+							if err := d.Decompress(data, hdr, turbojpeg.ScalingFactor{Num: 1, Denom: 1}, turbojpeg.PixelRGB, 0, full.Pix); err != nil {
+								return err
+							}
+							return Crop(&box, &full, bx, by, bw, bh)
+						}
+						n, err := tr.Crop(buf, data, x0, y0, cw, ch, hdr.Subsampling)
+						if err != nil {
+							return err
+						}
+						h, err := d.Header(buf[:n])
+						if err != nil {
+							return err
+						}
+						return d.Decompress(buf[:n], h, turbojpeg.ScalingFactor{Num: 1, Denom: 1}, turbojpeg.PixelRGB, 0, pix)
+					}
+					if err := step(); err != nil {
+						b.Fatal(err)
+					}
+					cm := startCPU(b)
+					for b.Loop() {
+						if err := step(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					reportRate(b, cm)
+				})
+			}
+		}
+	}
 }

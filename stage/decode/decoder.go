@@ -37,19 +37,24 @@ func (b Backend) String() string {
 }
 
 // Options configure a [Decoder]. The zero value is the recommended setting:
-// TurboJPEG when available, accurate DCT (bit-exact with Pillow), DCT
-// scaling when the target is at least twice smaller than a scaled decode.
+// TurboJPEG when available, accurate DCT (bit-exact with Pillow), and DCT
+// scaling where the caller allows it ([Transform.Exact] for a [Processor],
+// minShort for [Decoder.Decode]).
 type Options struct {
 	// Backend selects the JPEG decoder.
 	Backend Backend
 	// FastDCT trades ≈1 level of mean error for a few percent of speed.
 	FastDCT bool
-	// NoDCTScaling always decodes JPEGs at full size, even when a smaller
-	// target is given to [Decoder.Decode] (what Pillow without draft does).
+	// NoDCTScaling always decodes JPEGs at full size, whatever a
+	// [Transform] or a minShort given to [Decoder.Decode] allows (what
+	// Pillow without draft does).
 	NoDCTScaling bool
-	// DCTScaleMargin is how many times larger than the target the scaled
-	// image's shorter side must stay; 0 means 2. Only factors ≤ 1/2 are
-	// used (libjpeg-turbo's 7/8 … 5/8 are slower than full size).
+	// DCTScaleMargin is, for [Decoder.Decode] with a minShort, how many
+	// times larger than minShort the scaled image's shorter side must stay;
+	// 0 means 2. A [Processor] does not use it: it decodes at reduced size
+	// when the transform's next size is at most half the source (see
+	// [Transform.Exact]). Only the factors 1/2, 1/4 and 1/8 are used
+	// (libjpeg-turbo's others are no faster than the next of these).
 	DCTScaleMargin float64
 	// MaxPixels is the largest width × height decoded; a larger image is
 	// refused from its header, before anything is allocated, with a
@@ -109,7 +114,10 @@ func NewDecoder(opts Options) (*Decoder, error) {
 		}
 		d.lib = lib
 		for _, f := range lib.ScalingFactors() {
-			if 2*f.Num <= f.Denom {
+			// 1/2, 1/4 and 1/8 only: libjpeg-turbo's other reduced IDCTs
+			// (3/8, 5/8…7/8) have no SIMD code and decode no faster than
+			// the next larger of these (measured: docs/DECODE.md)
+			if f.Num == 1 && (f.Denom == 2 || f.Denom == 4 || f.Denom == 8) {
 				d.factors = append(d.factors, f)
 			}
 		}
@@ -214,8 +222,8 @@ var pngMagic = []byte("\x89PNG\r\n\x1a\n")
 // Decode decodes the JPEG or PNG in data into dst as RGB. name identifies the
 // sample in errors. minShort is the shorter side the caller will resize to
 // (0 if unknown): when DCT scaling is enabled and a JPEG's shorter side can be
-// scaled by ≤ 1/2 while staying at least minShort × margin, TurboJPEG decodes
-// at that smaller size. The header is read first ([Decoder.Inspect]): an
+// scaled by 1/2, 1/4 or 1/8 while staying at least minShort × margin
+// ([Options.DCTScaleMargin]), TurboJPEG decodes at that smaller size. The header is read first ([Decoder.Inspect]): an
 // image over the pixel limit is refused before anything is allocated.
 // Errors are [*Error] values.
 func (d *Decoder) Decode(dst *Image, data []byte, name string, minShort int) error {
@@ -223,10 +231,17 @@ func (d *Decoder) Decode(dst *Image, data []byte, name string, minShort int) err
 	if err != nil {
 		return err
 	}
+	return d.decodeAt(dst, data, name, info, d.pickScale(info.Width, info.Height, minShort))
+}
+
+// decodeAt decodes data, whose header info was read by inspect, at scale f
+// (TurboJPEG only; other decoders ignore it).
+func (d *Decoder) decodeAt(dst *Image, data []byte, name string, info Info, f turbojpeg.ScalingFactor) error {
+	var err error
 	switch info.Format {
 	case "jpeg":
 		if d.lib != nil {
-			err = d.decodeTurbo(dst, data, minShort, info)
+			err = d.decodeTurbo(dst, data, f, info)
 		} else {
 			err = decodeStdJPEG(dst, data)
 		}
@@ -246,14 +261,16 @@ func (d *Decoder) Decode(dst *Image, data []byte, name string, minShort int) err
 // impossible size, is an error too. Errors are [*Error] values naming name.
 func (d *Decoder) Inspect(data []byte, name string, minShort int) (Info, error) {
 	f := Format(data)
-	info, err := d.inspect(f, data, minShort)
+	info, err := d.inspect(f, data, func(w, h int) turbojpeg.ScalingFactor { return d.pickScale(w, h, minShort) })
 	if err != nil {
 		return Info{}, &Error{Name: name, Format: f, Err: err}
 	}
 	return info, nil
 }
 
-func (d *Decoder) inspect(f string, data []byte, minShort int) (Info, error) {
+// inspect reads the header of data (format f) and sizes the decode at the
+// scale pick returns for the image's size (TurboJPEG only).
+func (d *Decoder) inspect(f string, data []byte, pick func(w, h int) turbojpeg.ScalingFactor) (Info, error) {
 	limit := d.MaxPixels()
 	switch f {
 	case "jpeg":
@@ -270,7 +287,7 @@ func (d *Decoder) inspect(f string, data []byte, minShort int) (Info, error) {
 		padded := satMul((int64(h.w)+mw-1)/mw*mw, (int64(h.h)+mh-1)/mh*mh)
 		comps := int64(h.comps)
 		if d.lib != nil {
-			sf := d.pickScale(h.w, h.h, minShort)
+			sf := pick(h.w, h.h)
 			in.DecodedW, in.DecodedH = sf.Scale(h.w), sf.Scale(h.h)
 			out := satMul(int64(in.DecodedW), int64(in.DecodedH))
 			in.DecodeBytes = satMul(out, 3)
@@ -329,6 +346,23 @@ func (d *Decoder) Scale(w, h, minShort int) (num, denom int) {
 	return int(f.Num), int(f.Denom)
 }
 
+// reducedScale is the DCT scale of reduced-size decoding for a region of
+// w×h source pixels that the transform resizes to needW×needH next: when
+// the next size is at most half the region in both directions, the
+// smallest factor whose scaled region still holds at least needW×needH
+// (exact scaled sizes: w × num / denom, not rounded up), else 1/1.
+func (d *Decoder) reducedScale(w, h, needW, needH int) turbojpeg.ScalingFactor {
+	if d.opts.NoDCTScaling || d.lib == nil || 2*needW > w || 2*needH > h {
+		return one
+	}
+	for _, f := range d.factors { // smallest first
+		if int64(w)*int64(f.Num) >= int64(needW)*int64(f.Denom) && int64(h)*int64(f.Num) >= int64(needH)*int64(f.Denom) {
+			return f
+		}
+	}
+	return one
+}
+
 func (d *Decoder) pickScale(w, h, minShort int) turbojpeg.ScalingFactor {
 	one := turbojpeg.ScalingFactor{Num: 1, Denom: 1}
 	if d.opts.NoDCTScaling || minShort <= 0 || d.lib == nil {
@@ -348,7 +382,7 @@ func (d *Decoder) pickScale(w, h, minShort int) turbojpeg.ScalingFactor {
 	return one
 }
 
-func (d *Decoder) decodeTurbo(dst *Image, data []byte, minShort int, info Info) error {
+func (d *Decoder) decodeTurbo(dst *Image, data []byte, f turbojpeg.ScalingFactor, info Info) error {
 	w, err := d.get()
 	if err != nil {
 		return err
@@ -369,7 +403,6 @@ func (d *Decoder) decodeTurbo(dst *Image, data []byte, minShort int, info Info) 
 		}
 		return nil
 	}
-	f := d.pickScale(hdr.Width, hdr.Height, minShort)
 	sw, sh := f.Scale(hdr.Width), f.Scale(hdr.Height)
 	flags := turbojpeg.FlagLimitScans
 	if d.opts.FastDCT {

@@ -176,7 +176,7 @@ func TestResizeCropAgainstPillow(t *testing.T) {
 	} {
 		t.Run(c.b.String(), func(t *testing.T) {
 			d := newDecoder(t, c.b)
-			p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224}, 0)
+			p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +189,7 @@ func TestResizeCropAgainstPillow(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m, err := p.Image(data, path)
+				m, err := p.Image(Encoded{Data: data, Key: path})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -210,6 +210,7 @@ func TestResizeCropAgainstPillow(t *testing.T) {
 // TestResizeCropAgainstTorchvision runs torchvision's own Resize(256) and
 // CenterCrop(224) on PIL images (the DataLoader recipe) as the reference.
 func TestResizeCropAgainstTorchvision(t *testing.T) {
+	t.Parallel() // each starts Python with torch (seconds)
 	dir := t.TempDir()
 	var paths []string
 	for i, sz := range [][2]int{{500, 375}, {375, 500}, {333, 500}, {225, 301}} {
@@ -218,7 +219,7 @@ func TestResizeCropAgainstTorchvision(t *testing.T) {
 	paths = append(paths, goTestdata(t, "video-001.q50.420.jpeg"))
 	ref, refErr := torchvisionRef(t, 256, 224, paths)
 	d := newDecoder(t, BackendTurbo)
-	p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224}, 0)
+	p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestResizeCropAgainstTorchvision(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := p.Image(data, path)
+		m, err := p.Image(Encoded{Data: data, Key: path})
 		if err != nil {
 			t.Fatal(err)
 		}

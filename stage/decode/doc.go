@@ -2,40 +2,51 @@
 // libjpeg-turbo's TurboJPEG API loaded at run time (package
 // [github.com/psiflow/psiflow/stage/decode/turbojpeg]) with the standard
 // library's image/jpeg as the fallback, PNG through the standard library,
-// raw bytes, and Arrow columns; then the image transforms a training loader
+// and raw bytes; then the image transforms a training loader
 // needs: resize of the shorter side with antialiasing (bit-compatible with
 // Pillow's bilinear resize, which torchvision's Resize uses on PIL images),
-// center and random crop, horizontal flip, HWC or CHW layout and optional
-// normalisation to float32.
+// center and random crop, torchvision's RandomResizedCrop, horizontal flip,
+// HWC or CHW layout and optional normalisation to float32.
 //
 // # What it owns
 //
 //   - [Decoder]: format sniffing, the TurboJPEG handle pool (one handle per
-//     goroutine at a time), DCT-scaled decoding when the target is much
-//     smaller than the source, CMYK and grayscale conversion to RGB, and the
-//     fallback decision with its reason ([Decoder.FallbackReason]).
-//   - Transforms on packed RGB buffers ([Image]): [Resizer], [CenterCrop],
-//     [RandomCrop], [HFlip], [ToTensor]. They reuse caller-owned buffers and
-//     allocate nothing in steady state.
+//     goroutine at a time), DCT-scaled (reduced-size) decoding, CMYK and
+//     grayscale conversion to RGB, and the fallback decision with its reason
+//     ([Decoder.FallbackReason]).
+//   - Transforms on packed RGB buffers ([Image]): [Resizer] (with
+//     [Resizer.ResizedCrop], torchvision's resized_crop), [CenterCrop],
+//     [RandomCrop], [HFlip], [ToTensor]; [RandomResizedCropBox], torchvision's
+//     sampling rule. They reuse caller-owned buffers and allocate nothing in
+//     steady state.
+//   - Per-sample randomness: a sample's crop and flip come from
+//     (seed, [Encoded.Epoch], [Encoded.Index]) through a counter-based
+//     derivation ([SampleRand]), not from a stream shared by a worker, so a
+//     re-run or resumed epoch gets the same crops whatever the worker count
+//     or order.
 //   - [Processor]: decode plus a [Transform] with reusable scratch, the unit a
 //     stage worker runs; [NewStage], the parallel decode stage built on it
-//     (pooled [Sample] outputs), and [Collate], which packs batches of samples
-//     into one contiguous [Batch] tensor.
-//   - Arrow columns to tensors ([ArrowToUint8], [ArrowToFloat32]).
+//     (pooled [tensor.Sample] outputs).
 //
 // # What it does not own
 //
 // Reading files (package source), batching and parallelism (package stage),
+// the tensor, sample and batch types and collation (package tensor), Arrow
+// columns as tensors (package tensor/tensorarrow),
 // where tensor memory comes from (the caller passes buffers; UMA-backed ones
 // work), and anything GPU.
 //
 // # Fidelity
 //
-// With TurboJPEG's accurate DCT (the default), decode + Resize(256) +
-// CenterCrop(224) produces the same bytes as Pillow + torchvision on PIL
-// images; the tests run both as references. DCT scaling (only when the target
-// is at most half the scaled size) and the image/jpeg fallback differ by about
-// one level on average.
+// With [Transform.Exact] (TurboJPEG's accurate DCT, every JPEG at full
+// size), decode + Resize(256) + CenterCrop(224), and RandomResizedCrop for a
+// given box, produce the same bytes as Pillow + torchvision on PIL images;
+// the tests run both as references. By default a JPEG whose next size is at
+// most half the source in both directions is decoded at 1/2, 1/4 or 1/8
+// scale (reduced-size decoding) and resized the rest of the way: those
+// images differ from torchvision's by about half a level to a few levels on
+// average (PSNR ≈ 35–46 dB, docs/DECODE.md has the figures); the others are
+// unchanged. The image/jpeg fallback differs by about one level on average.
 //
 // The resize keeps Pillow's integer arithmetic exactly (22-bit fixed-point
 // taps, horizontal pass into an 8-bit intermediate, then vertical, clip8) and

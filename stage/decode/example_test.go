@@ -7,8 +7,10 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"slices"
 
 	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 func samplePNG(w, h int) []byte {
@@ -33,14 +35,14 @@ func ExampleProcessor() {
 	}
 	defer dec.Close()
 	p, err := decode.NewProcessor(dec, decode.Transform{
-		Resize: 256, CenterCrop: 224, Layout: decode.CHW, Normalize: decode.ImageNet(),
-	}, 0)
+		Resize: 256, CenterCrop: 224, Layout: tensor.CHW, Normalize: decode.ImageNet(),
+	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	var t decode.Tensor
-	if err := p.Process(&t, samplePNG(400, 300), "sample.png"); err != nil {
+	var t tensor.Tensor
+	if err := p.Process(&t, decode.Encoded{Data: samplePNG(400, 300), Key: "sample.png"}); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -105,4 +107,38 @@ func ExampleDecoder_Inspect() {
 	// Output:
 	// png 64 48 true <nil>
 	// true 100000 100000 89478485
+}
+
+// The training transform: RandomResizedCrop(224) and a horizontal flip,
+// drawn from the sample's (seed, epoch, index): the same sample gets the
+// same crop in any run, whatever the order.
+func ExampleTransform_randomResizedCrop() {
+	dec, err := decode.NewDecoder(decode.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer dec.Close()
+	p, err := decode.NewProcessor(dec, decode.Transform{
+		RandomResizedCrop: decode.ResizedCrop{Size: 224}, FlipProb: 0.5, Seed: 1,
+		Layout: tensor.CHW, Normalize: decode.ImageNet(),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	data := samplePNG(400, 300)
+	var a, b tensor.Tensor
+	_ = p.Process(&a, decode.Encoded{Data: data, Key: "x.png", Index: 7, Epoch: 2})
+	_ = p.Process(&b, decode.Encoded{Data: data, Key: "x.png", Index: 7, Epoch: 2})
+	fmt.Println(a.DType, a.Shape, slices.Equal(a.F32, b.F32))
+	// Output: float32 [3 224 224] true
+}
+
+// The box torchvision's RandomResizedCrop.get_params would draw, here from
+// sample 0's stream under seed 1.
+func ExampleRandomResizedCropBox() {
+	x, y, w, h := decode.RandomResizedCropBox(500, 375, decode.ResizedCrop{}, decode.SampleRand(1, 0, 0))
+	fmt.Println(x >= 0 && y >= 0 && x+w <= 500 && y+h <= 375)
+	// Output: true
 }

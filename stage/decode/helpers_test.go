@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -109,35 +110,78 @@ func torchvisionRef(t testing.TB, resize, crop int, files []string) ([]*Image, [
 	return reference(t, true, resize, crop, files)
 }
 
-func reference(t testing.TB, tv bool, resize, crop int, files []string) ([]*Image, []string) {
+// requirePython skips the test unless refPython imports module (Debian
+// package pkg); under PSIFLOW_REQUIRE_PYTHON=1 (set by `make test`, which
+// installs the packages) a missing module fails it instead.
+func requirePython(t testing.TB, module, pkg string) {
 	t.Helper()
-	if out, err := exec.Command(refPython, "-c", "import PIL").CombinedOutput(); err != nil {
-		t.Skipf("reference needs %s with Pillow (Debian python3-pil): %v: %s", refPython, err, out)
+	pyImportsMu.Lock()
+	r, ok := pyImports[module]
+	if !ok {
+		// importing torch takes seconds: each module is tried once per run
+		out, err := exec.Command(refPython, "-c", "import "+module).CombinedOutput()
+		r = pyImport{out, err}
+		pyImports[module] = r
 	}
-	if tv {
-		if out, err := exec.Command(refPython, "-c", "import torchvision").CombinedOutput(); err != nil {
-			t.Skipf("reference needs %s with torchvision (Debian python3-torchvision): %v: %s", refPython, err, out)
+	pyImportsMu.Unlock()
+	if out, err := r.out, r.err; err != nil {
+		if os.Getenv("PSIFLOW_REQUIRE_PYTHON") == "1" {
+			t.Fatalf("reference needs %s with %s (Debian %s): %v: %s", refPython, module, pkg, err, out)
 		}
+		t.Skipf("reference needs %s with %s (Debian %s): %v: %s", refPython, module, pkg, err, out)
 	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "reference", "pil_resize_crop.py"))
+}
+
+type pyImport struct {
+	out []byte
+	err error
+}
+
+var (
+	pyImportsMu sync.Mutex
+	pyImports   = map[string]pyImport{}
+)
+
+// refScript returns the path of scripts/reference/name.
+func refScript(t testing.TB, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", "scripts", "reference", name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+func reference(t testing.TB, tv bool, resize, crop int, files []string) ([]*Image, []string) {
+	t.Helper()
+	requirePython(t, "PIL", "python3-pil")
+	if tv {
+		requirePython(t, "torchvision", "python3-torchvision")
+	}
 	dir := t.TempDir()
-	args := []string{script}
+	args := []string{refScript(t, "pil_resize_crop.py")}
 	if tv {
 		args = append(args, "--torchvision")
 	}
 	args = append(append(args, dir, strconv.Itoa(resize), strconv.Itoa(crop)), files...)
+	return runReference(t, dir, "", len(files), args...)
+}
+
+// runReference runs refPython with args (stdin from stdin) and reads its
+// report: one line per image, "i W H" with the pixels in dir/i.rgb, or
+// "i error MESSAGE".
+func runReference(t testing.TB, dir, stdin string, n int, args ...string) ([]*Image, []string) {
+	t.Helper()
 	cmd := exec.Command(refPython, args...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("reference script: %v: %s", err, stderr.String())
 	}
-	imgs := make([]*Image, len(files))
-	errs := make([]string, len(files))
+	imgs := make([]*Image, n)
+	errs := make([]string, n)
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.SplitN(line, " ", 3)
 		if len(f) < 3 {
@@ -176,6 +220,25 @@ func diff(t testing.TB, a, b *Image) (mean float64, maxd int) {
 		maxd = max(maxd, d)
 	}
 	return float64(sum) / float64(len(a.Pix)), maxd
+}
+
+// psnr is the peak signal-to-noise ratio of b against a in dB (+Inf when
+// they are equal).
+func psnr(t testing.TB, a, b *Image) float64 {
+	t.Helper()
+	if a.W != b.W || a.H != b.H || a.C != b.C {
+		t.Fatalf("size %d×%d×%d differs from %d×%d×%d", a.W, a.H, a.C, b.W, b.H, b.C)
+	}
+	var se float64
+	n := a.W * a.H * a.C
+	for i := range a.Pix[:n] {
+		d := float64(a.Pix[i]) - float64(b.Pix[i])
+		se += d * d
+	}
+	if se == 0 {
+		return math.Inf(1)
+	}
+	return 10 * math.Log10(255*255/(se/float64(n)))
 }
 
 func newDecoder(t testing.TB, b Backend, opts ...func(*Options)) *Decoder {

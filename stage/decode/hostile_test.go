@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // pngChunk appends one chunk with its CRC.
@@ -243,18 +245,18 @@ func TestTransformLimits(t *testing.T) {
 		if _, err := NewStage("decode", d, StageConfig{Workers: 1, Transform: tr}, getItem); err == nil || !strings.Contains(err.Error(), "exceeds the limit") {
 			t.Errorf("%+v: NewStage = %v", tr, err)
 		}
-		if _, err := NewProcessor(d, tr, 0); err == nil {
+		if _, err := NewProcessor(d, tr); err == nil {
 			t.Errorf("%+v: NewProcessor accepted it", tr)
 		}
 	}
 	// 1×60000 is 60000 pixels; Resize(256) would make it 256×15360000
 	thin := encodePNG(t, image.NewGray(image.Rect(0, 0, 1, 60000)))
-	p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224}, 0)
+	p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out Tensor
-	err = p.Process(&out, thin, "thin.png")
+	var out tensor.Tensor
+	err = p.Process(&out, Encoded{Data: thin, Key: "thin.png"})
 	var le *LimitError
 	if !errors.As(err, &le) || le.What != "resize result" || !strings.Contains(err.Error(), "thin.png") {
 		t.Fatalf("thin image: %v", err)

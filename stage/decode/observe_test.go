@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 type countObserver struct {
@@ -40,12 +41,12 @@ func TestStageObserver(t *testing.T) {
 		items = append(items, &item{key: fmt.Sprintf("img-%d", i), data: data, released: &released})
 	}
 	obs := &countObserver{}
-	st, err := NewStage("decode", d, StageConfig{Workers: 2, Observer: obs, Transform: Transform{Resize: 20, CenterCrop: 16, Layout: CHW}}, getItem)
+	st, err := NewStage("decode", d, StageConfig{Workers: 2, Observer: obs, Transform: Transform{Resize: 20, CenterCrop: 16, Layout: tensor.CHW}}, getItem)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := flow.New("test")
-	flow.Sink(flow.Via(flow.FromSlice(g, "items", items), st), "sink", func(ctx context.Context, s *Sample) error { return nil })
+	flow.Sink(flow.Via(flow.FromSlice(g, "items", items), st), "sink", func(ctx context.Context, s *tensor.Sample) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := g.Run(ctx); err != nil {
@@ -63,7 +64,7 @@ func TestStageObserver(t *testing.T) {
 		t.Fatal(err)
 	}
 	g = flow.New("test-bad")
-	flow.Sink(flow.Via(flow.FromSlice(g, "items", bad), st), "sink", func(ctx context.Context, s *Sample) error { return nil })
+	flow.Sink(flow.Via(flow.FromSlice(g, "items", bad), st), "sink", func(ctx context.Context, s *tensor.Sample) error { return nil })
 	if err := g.Run(ctx); err == nil {
 		t.Fatal("a truncated JPEG decoded")
 	}

@@ -34,6 +34,7 @@ type coeffs struct {
 	// rounding half stay below 256<<precisionBits. Then clip8 is the
 	// identity and the inner loops skip it.
 	noClip bool
+	pre    []float64 // scratch of compute
 }
 
 // bilinear is Pillow's triangle filter (support 1).
@@ -51,19 +52,32 @@ func bilinear(x float64) float64 {
 // Pillow's bilinear filter with support scaled by the reduction factor
 // (antialiasing), exactly as Pillow 9 does in double precision.
 func newCoeffs(inSize, outSize int) *coeffs {
-	scale := float64(inSize) / float64(outSize)
+	c := &coeffs{}
+	c.compute(inSize, 0, float64(inSize), outSize)
+	return c
+}
+
+// compute fills c with the taps for resampling the box [in0, in1) of inSize
+// samples to outSize (Pillow's precompute_coeffs with a resize box; the
+// whole axis is in0 = 0, in1 = inSize), reusing c's slices.
+func (c *coeffs) compute(inSize int, in0, in1 float64, outSize int) {
+	scale := (in1 - in0) / float64(outSize)
 	filterscale := scale
 	if filterscale < 1 {
 		filterscale = 1
 	}
 	support := 1.0 * filterscale
 	ksize := int(math.Ceil(support))*2 + 1
-	c := &coeffs{in: inSize, out: outSize, ksize: ksize,
-		bounds: make([]int32, 2*outSize), k: make([]int32, outSize*ksize)}
-	pre := make([]float64, ksize)
+	c.in, c.out, c.ksize = inSize, outSize, ksize
+	c.bounds = grow32(c.bounds, 2*outSize)
+	c.k = grow32(c.k, outSize*ksize)
+	if cap(c.pre) < ksize {
+		c.pre = make([]float64, ksize)
+	}
+	pre := c.pre[:ksize]
 	ss := 1.0 / filterscale
 	for xx := 0; xx < outSize; xx++ {
-		center := float64(float64(xx)+0.5) * scale
+		center := in0 + float64(float64(xx)+0.5)*scale
 		xmin := int(center - support + 0.5)
 		if xmin < 0 {
 			xmin = 0
@@ -97,10 +111,17 @@ func newCoeffs(inSize, outSize int) *coeffs {
 			}
 		}
 		c.bounds[2*xx] = int32(xmin)
-		c.bounds[2*xx+1] = int32(xmax)
+		c.bounds[2*xx+1] = int32(max(xmax, 0))
 	}
 	c.pad()
-	return c
+}
+
+// grow32 returns s with length n, reusing its array when large enough.
+func grow32(s []int32, n int) []int32 {
+	if cap(s) < n {
+		return make([]int32, n)
+	}
+	return s[:n]
 }
 
 // pad fills kt, pmin, pk and noClip from bounds and k.
@@ -122,20 +143,22 @@ func (c *coeffs) pad() {
 			c.noClip = false
 		}
 	}
+	c.kt = 0
 	if kt == 0 || kt > c.in {
 		return
 	}
 	c.kt = kt
-	c.pmin = make([]int32, c.out)
-	c.pk = make([]int32, c.out*kt)
+	c.pmin = grow32(c.pmin, c.out)
+	c.pk = grow32(c.pk, c.out*kt)
+	clear(c.pk)
 	for xx := 0; xx < c.out; xx++ {
 		xmin, xn := int(c.bounds[2*xx]), int(c.bounds[2*xx+1])
 		pmin := min(xmin, c.in-kt)
 		c.pmin[xx] = int32(pmin)
 		copy(c.pk[xx*kt+xmin-pmin:], c.k[xx*c.ksize:xx*c.ksize+xn])
 	}
-	c.poff3 = make([]int32, c.out)
-	c.pkT = make([]int32, kt*c.out)
+	c.poff3 = grow32(c.poff3, c.out)
+	c.pkT = grow32(c.pkT, kt*c.out)
 	for xx := 0; xx < c.out; xx++ {
 		c.poff3[xx] = 3 * c.pmin[xx]
 		for t := 0; t < kt; t++ {
@@ -152,9 +175,10 @@ type coeffKey struct{ in, out int }
 // reuses its scratch buffer, so steady-state calls allocate nothing. A Resizer
 // is not safe for concurrent use; keep one per goroutine.
 type Resizer struct {
-	cache map[coeffKey]*coeffs
-	tmp   Image
-	acc   []int32
+	cache  map[coeffKey]*coeffs
+	sh, sv coeffs // scratch taps of a box that does not repeat
+	tmp    Image
+	acc    []int32
 }
 
 const maxCachedCoeffs = 256
@@ -210,19 +234,77 @@ func (r *Resizer) ResizeWindow(dst, src *Image, w, h, x0, y0, cw, ch int) error 
 	if err := src.check("resize"); err != nil {
 		return err
 	}
+	reg := region{w: src.W, h: src.H, bx1: float64(src.W), by1: float64(src.H)}
+	return r.resizeRegion(dst, src, reg, true, w, h, x0, y0, cw, ch)
+}
+
+// ResizedCrop crops the cw×ch region at (x, y) of src and resizes it to
+// w×h, as torchvision's resized_crop does on a PIL image (crop, then
+// Image.resize(BILINEAR)): the same bytes, without the copy of the crop.
+// dst must not share memory with src.
+func (r *Resizer) ResizedCrop(dst, src *Image, x, y, cw, ch, w, h int) error {
+	if err := src.check("resized crop"); err != nil {
+		return err
+	}
+	if cw <= 0 || ch <= 0 || x < 0 || y < 0 || x+cw > src.W || y+ch > src.H {
+		return fmt.Errorf("resized crop: region %d×%d at (%d,%d) outside the %d×%d image", cw, ch, x, y, src.W, src.H)
+	}
+	reg := region{x: x, y: y, w: cw, h: ch, bx1: float64(cw), by1: float64(ch)}
+	return r.resizeRegion(dst, src, reg, false, w, h, 0, 0, w, h)
+}
+
+// region is the part of a source image a resize reads: the w×h sub-image at
+// (x, y), outside which no tap reaches (as if it were cropped out first),
+// and within it the box [bx0, bx1) × [by0, by1) that maps onto the output,
+// in pixels relative to the sub-image, possibly fractional (Pillow's resize
+// box). The whole image is {0, 0, W, H, 0, 0, W, H}.
+type region struct {
+	x, y, w, h         int
+	bx0, by0, bx1, by1 float64
+}
+
+// whole reports whether the box is the sub-image's full width (x) or
+// height (!x) exactly.
+func (g region) whole(x bool) bool {
+	if x {
+		return g.bx0 == 0 && g.bx1 == float64(g.w)
+	}
+	return g.by0 == 0 && g.by1 == float64(g.h)
+}
+
+// resizeRegion resamples reg of src to w×h and writes the cw×ch window at
+// (x0, y0) of the result into dst. cache says whether the filter taps are
+// kept for the next call (sizes that repeat from image to image) or
+// computed into scratch (a random crop's box, different every time).
+func (r *Resizer) resizeRegion(dst, src *Image, reg region, cache bool, w, h, x0, y0, cw, ch int) error {
 	if w <= 0 || h <= 0 {
 		return fmt.Errorf("resize: invalid target size %d×%d", w, h)
 	}
 	if cw <= 0 || ch <= 0 || x0 < 0 || y0 < 0 || x0+cw > w || y0+ch > h {
 		return fmt.Errorf("resize: window %d×%d at (%d,%d) outside the %d×%d result", cw, ch, x0, y0, w, h)
 	}
+	if reg.w <= 0 || reg.h <= 0 || reg.x < 0 || reg.y < 0 || reg.x+reg.w > src.W || reg.y+reg.h > src.H ||
+		!(reg.bx0 >= 0 && reg.bx0 < reg.bx1 && reg.bx1 <= float64(reg.w)) ||
+		!(reg.by0 >= 0 && reg.by0 < reg.by1 && reg.by1 <= float64(reg.h)) {
+		return fmt.Errorf("resize: box [%g,%g)×[%g,%g) of the %d×%d region at (%d,%d) is outside the %d×%d image",
+			reg.bx0, reg.bx1, reg.by0, reg.by1, reg.w, reg.h, reg.x, reg.y, src.W, src.H)
+	}
 	nc := src.C
-	needH, needV := w != src.W, h != src.H
-	// source rows the vertical pass reads
+	// Pillow resamples an axis unless the size is unchanged and the box is
+	// the whole axis.
+	needH, needV := w != reg.w || !reg.whole(true), h != reg.h || !reg.whole(false)
+	taps := func(scratch *coeffs, in int, b0, b1 float64, out int) *coeffs {
+		if cache && b0 == 0 && b1 == float64(in) {
+			return r.coeffs(in, out)
+		}
+		scratch.compute(in, b0, b1, out)
+		return scratch
+	}
+	// rows of the sub-image the vertical pass reads
 	ys0, ys1 := y0, y0+ch
 	var cv *coeffs
 	if needV {
-		cv = r.coeffs(src.H, h)
+		cv = taps(&r.sv, reg.h, reg.by0, reg.by1, h)
 		ys0 = int(cv.bounds[2*y0])
 		ys1 = int(cv.bounds[2*(y0+ch-1)] + cv.bounds[2*(y0+ch-1)+1])
 	}
@@ -233,10 +315,10 @@ func (r *Resizer) ResizeWindow(dst, src *Image, w, h, x0, y0, cw, ch int) error 
 	}
 	mid.Reset(cw, ys1-ys0, nc)
 	if needH {
-		horizontal(mid.Pix, src, r.coeffs(src.W, w), x0, cw, ys0, ys1)
+		horizontal(mid.Pix, src, reg.x, taps(&r.sh, reg.w, reg.bx0, reg.bx1, w), x0, cw, reg.y+ys0, reg.y+ys1)
 	} else {
 		for y := ys0; y < ys1; y++ {
-			copy(mid.Pix[(y-ys0)*cw*nc:(y-ys0+1)*cw*nc], src.Pix[(y*src.W+x0)*nc:])
+			copy(mid.Pix[(y-ys0)*cw*nc:(y-ys0+1)*cw*nc], src.Pix[((reg.y+y)*src.W+reg.x+x0)*nc:])
 		}
 	}
 	if needV {
@@ -247,24 +329,25 @@ func (r *Resizer) ResizeWindow(dst, src *Image, w, h, x0, y0, cw, ch int) error 
 }
 
 // horizontal resamples rows [y0, y1) of src along x into out (rows packed),
-// output columns [x0, x0+cw) only.
-func horizontal(out []uint8, src *Image, c *coeffs, x0, cw, y0, y1 int) {
+// output columns [x0, x0+cw) only, reading the c.in columns from sx on.
+func horizontal(out []uint8, src *Image, sx int, c *coeffs, x0, cw, y0, y1 int) {
 	nc := src.C
 	inStride := src.W * nc
 	outStride := cw * nc
 	const half = 1 << (precisionBits - 1)
 	for y := y0; y < y1; y++ {
-		in := src.Pix[y*inStride : (y+1)*inStride]
+		start := y*inStride + sx*nc
+		in := src.Pix[start : start+c.in*nc]
 		o := out[(y-y0)*outStride : (y-y0+1)*outStride]
 		switch {
 		case nc == 3 && c.kt > 0 && haveAVX2:
 			// Groups of 8 pixels: the kernel writes 4 bytes past each
 			// group and its gathers read 1 byte past a pixel's last tap,
-			// so it stops short of the row's end and, on the image's last
-			// row, of the source's end.
+			// so it stops short of the row's end and, where the row ends
+			// the source's buffer, of the buffer's end.
 			groups := (3*cw - 4) / 24
-			if (y+1)*inStride >= len(src.Pix) {
-				for groups > 0 && 3*(int(c.pmin[x0+8*groups-1])+c.kt) >= inStride {
+			if avail := len(src.Pix) - start; 3*c.in >= avail {
+				for groups > 0 && 3*(int(c.pmin[x0+8*groups-1])+c.kt) >= avail {
 					groups--
 				}
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/stage"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // sizedItem is an input whose compressed size the source reserves from the
@@ -64,7 +65,7 @@ func TestStageSkip(t *testing.T) {
 				var mu sync.Mutex
 				logged := map[string]string{}
 				st, err := NewStage("decode", d, StageConfig{Workers: workers, Ordered: ordered,
-					Transform: Transform{Resize: 32, CenterCrop: 24, Layout: CHW},
+					Transform: Transform{Resize: 32, CenterCrop: 24, Layout: tensor.CHW},
 					Skip: stage.SkipPolicy{OnError: stage.Skip, Log: func(key string, err error) {
 						mu.Lock()
 						logged[key] = err.Error()
@@ -74,10 +75,10 @@ func TestStageSkip(t *testing.T) {
 					t.Fatal(err)
 				}
 				g := flow.New("test", flow.WithBudget(1<<20))
-				col := flow.Via(flow.Via(flow.Via(flow.FromSlice(g, "items", items), st), stage.Batch[*Sample]("batch", 8, 0)), Collate("collate"))
+				col := flow.Via(flow.Via(flow.Via(flow.FromSlice(g, "items", items), st), stage.Batch[*tensor.Sample]("batch", 8, 0)), tensor.Collate("collate"))
 				var keys []string
 				var last int
-				flow.Sink(col, "sink", func(ctx context.Context, b *Batch) error {
+				flow.Sink(col, "sink", func(ctx context.Context, b *tensor.Batch) error {
 					keys = append(keys, b.Keys...)
 					last = len(b.Keys)
 					return nil
@@ -149,7 +150,7 @@ func TestStageSkipLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := flow.New("test")
-	flow.Sink(flow.Via(flow.FromSlice(g, "items", items), st), "sink", func(context.Context, *Sample) error { return nil })
+	flow.Sink(flow.Via(flow.FromSlice(g, "items", items), st), "sink", func(context.Context, *tensor.Sample) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = g.Run(ctx)
@@ -176,9 +177,9 @@ func TestStageBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		col := flow.Via(flow.Via(flow.Via(flow.FromSlice(g, "items", items), st2), stage.Batch[*Sample]("batch", 4, 0)), Collate("collate"))
+		col := flow.Via(flow.Via(flow.Via(flow.FromSlice(g, "items", items), st2), stage.Batch[*tensor.Sample]("batch", 4, 0)), tensor.Collate("collate"))
 		n := 0
-		flow.Sink(col, "sink", func(ctx context.Context, b *Batch) error { n += len(b.Keys); return nil })
+		flow.Sink(col, "sink", func(ctx context.Context, b *tensor.Batch) error { n += len(b.Keys); return nil })
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		err = g.Run(ctx)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/stage"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // Encoded is what the decode stage needs from an input element.
@@ -17,37 +18,17 @@ type Encoded struct {
 	Data []byte
 	// Label is carried into the output (e.g. an ImageFolder class index).
 	Label int64
-}
-
-// Sample is a decoded, transformed image. It comes from a pool, to which the
-// graph returns it when the sample's life ends (it implements stage.Releaser
-// and stage.Sized).
-type Sample struct {
-	Key    string
-	Label  int64
-	Tensor Tensor
-	pool   *sync.Pool
-}
-
-// Release returns the sample's buffers to its pool. Call it once.
-func (s *Sample) Release() {
-	if s.pool != nil {
-		p := s.pool
-		s.pool = nil
-		s.Key = ""
-		if cap(s.Tensor.U8) > maxRetained || cap(s.Tensor.F32)*4 > maxRetained {
-			s.Tensor.U8, s.Tensor.F32 = nil, nil
-		}
-		p.Put(s)
-	}
-}
-
-// Size is the tensor's size in bytes.
-func (s *Sample) Size() int64 {
-	if s.Tensor.DType == Float32 {
-		return int64(len(s.Tensor.F32)) * 4
-	}
-	return int64(len(s.Tensor.U8))
+	// Index is the sample's index in its dataset (its position in the
+	// unshuffled listing, the same in every epoch) and Epoch the epoch it is
+	// read in. With [Transform.Seed] they are all a random transform draws
+	// from ([SampleRand]): distinct samples need distinct indices, else they
+	// get the same crop and flip, which a decode stage with a random
+	// transform refuses.
+	Index, Epoch int64
+	// Err, when set, is why the sample has nothing to decode (a tar sample
+	// without the member holding its image): the stage reports it, or skips the
+	// sample under its skip policy, as that sample's decode error.
+	Err error
 }
 
 // StageConfig configures [NewStage].
@@ -79,7 +60,7 @@ type StageConfig struct {
 }
 
 // NewStage returns a stage that decodes the elements' images with dec and
-// applies cfg.Transform, producing pooled [*Sample] values. get extracts the
+// applies cfg.Transform, producing pooled [*tensor.Sample] values. get extracts the
 // encoded bytes from an input element; the graph releases the input (if it is
 // a stage.Releaser) as soon as it has been decoded, successfully or not, and
 // each sample when its life ends.
@@ -91,7 +72,7 @@ type StageConfig struct {
 // stage with an error naming the sample, or, under cfg.Skip, is skipped:
 // named through cfg.Skip.Log, counted, and the next sample goes on, in
 // order when cfg.Ordered.
-func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Encoded) (stage.Stage[I, *Sample], error) {
+func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Encoded) (stage.Stage[I, *tensor.Sample], error) {
 	if dec == nil || get == nil {
 		return nil, fmt.Errorf("decode stage %q: nil decoder or accessor", name)
 	}
@@ -120,17 +101,23 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 		res.stats = &ReserveStats{}
 	}
 	procs := &processorPool{dec: dec, tr: cfg.Transform}
-	samples := &sync.Pool{}
-	samples.New = func() any { return &Sample{} }
-	f := func(ctx context.Context, v I) (*Sample, error) {
+	guard := &indexGuard{on: cfg.Transform.Random()}
+	samples := &tensor.SamplePool{}
+	f := func(ctx context.Context, v I) (*tensor.Sample, error) {
 		skip.Seen()
 		enc := get(v)
+		if enc.Err != nil {
+			return nil, skip.Handle(enc.Key, fmt.Errorf("decode %s: %w", enc.Key, enc.Err))
+		}
 		p, err := procs.get()
 		if err != nil {
 			return nil, fmt.Errorf("decode stage %q: %w", name, err)
 		}
 		defer procs.put(p)
-		plan, err := p.Plan(enc.Data, enc.Key)
+		if err := guard.check(enc); err != nil {
+			return nil, fmt.Errorf("decode stage %q: %w", name, err)
+		}
+		plan, err := p.Plan(enc)
 		if err != nil {
 			return nil, skip.Handle(enc.Key, err)
 		}
@@ -142,13 +129,12 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 			return nil, skip.Handle(enc.Key, fmt.Errorf("decode %s: %w", enc.Key, err))
 		}
 		defer release()
-		s := samples.Get().(*Sample)
-		s.pool = samples
+		s := samples.Get()
 		var start time.Time
 		if cfg.Observer != nil {
 			start = time.Now()
 		}
-		if err := p.Process(&s.Tensor, enc.Data, enc.Key); err != nil {
+		if err := p.Process(&s.Tensor, enc); err != nil {
 			s.Release()
 			if cfg.Observer != nil {
 				cfg.Observer.ObserveDecode(len(enc.Data), 0, time.Since(start), err)
@@ -170,7 +156,6 @@ type processorPool struct {
 	tr   Transform
 	mu   sync.Mutex
 	free []*Processor
-	made uint64
 }
 
 func (p *processorPool) get() (*Processor, error) {
@@ -181,105 +166,41 @@ func (p *processorPool) get() (*Processor, error) {
 		p.mu.Unlock()
 		return pr, nil
 	}
-	p.made++
-	idx := p.made
 	p.mu.Unlock()
-	return NewProcessor(p.dec, p.tr, idx)
+	return NewProcessor(p.dec, p.tr)
+}
+
+// indexGuard catches an accessor that gives every sample the same
+// [Encoded.Index] (one that does not set it): under a random transform
+// every image of a size would get the same crop and flip. It remembers the
+// first sample and refuses a later one with the same epoch and index but
+// another key.
+type indexGuard struct {
+	on    bool
+	mu    sync.Mutex
+	first Encoded // Key, Index and Epoch only
+	seen  bool
+}
+
+func (g *indexGuard) check(e Encoded) error {
+	if !g.on {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.seen {
+		g.first, g.seen = Encoded{Key: e.Key, Index: e.Index, Epoch: e.Epoch}, true
+		return nil
+	}
+	if e.Index == g.first.Index && e.Epoch == g.first.Epoch && e.Key != g.first.Key {
+		return fmt.Errorf("samples %s and %s both have index %d in epoch %d: a random transform draws from (seed, epoch, index), "+
+			"so the accessor must set Encoded.Index to each sample's dataset index", g.first.Key, e.Key, e.Index, e.Epoch)
+	}
+	return nil
 }
 
 func (p *processorPool) put(pr *Processor) {
 	p.mu.Lock()
 	p.free = append(p.free, pr)
 	p.mu.Unlock()
-}
-
-// Batch is a collated batch: one tensor of shape [n, sample shape...], with
-// the samples' keys and labels. It comes from a pool, to which the graph
-// returns it when the batch's life ends.
-type Batch struct {
-	Keys   []string
-	Labels []int64
-	Tensor Tensor
-	pool   *sync.Pool
-}
-
-// Release returns the batch's buffers to its pool. Call it once.
-func (b *Batch) Release() {
-	if b.pool != nil {
-		p := b.pool
-		b.pool = nil
-		clear(b.Keys)
-		p.Put(b)
-	}
-}
-
-// Size is the batch tensor's size in bytes.
-func (b *Batch) Size() int64 {
-	if b.Tensor.DType == Float32 {
-		return int64(len(b.Tensor.F32)) * 4
-	}
-	return int64(len(b.Tensor.U8))
-}
-
-// Collate returns a stage that copies each slice of samples (from
-// stage.Batch) into one contiguous [*Batch]; the graph releases the samples
-// once they are copied, and the batch when its life ends. All
-// samples of a batch must have the same shape and type, else the error names
-// the first sample that differs.
-func Collate(name string) stage.Stage[[]*Sample, *Batch] {
-	pool := &sync.Pool{}
-	pool.New = func() any { return &Batch{} }
-	return stage.Apply(name, 1, true, func(ctx context.Context, ss []*Sample) (*Batch, error) {
-		b := pool.Get().(*Batch)
-		b.pool = pool
-		if err := collate(b, ss); err != nil {
-			b.Release()
-			return nil, fmt.Errorf("collate %q: %w", name, err)
-		}
-		return b, nil
-	})
-}
-
-func collate(b *Batch, ss []*Sample) error {
-	b.Keys, b.Labels = b.Keys[:0], b.Labels[:0]
-	if len(ss) == 0 {
-		b.Tensor.Shape = append(b.Tensor.Shape[:0], 0)
-		return nil
-	}
-	first := &ss[0].Tensor
-	per := first.Len()
-	b.Tensor.Shape = append(append(b.Tensor.Shape[:0], len(ss)), first.Shape...)
-	var u8 []uint8
-	var f32 []float32
-	if first.DType == Float32 {
-		f32 = b.Tensor.resetF32(per * len(ss))
-	} else {
-		u8 = b.Tensor.resetU8(per * len(ss))
-	}
-	for i, s := range ss {
-		t := &s.Tensor
-		if t.DType != first.DType || !sameShape(t.Shape, first.Shape) {
-			return fmt.Errorf("sample %s has %v %v, the batch %v %v", s.Key, t.DType, t.Shape, first.DType, first.Shape)
-		}
-		if f32 != nil {
-			copy(f32[i*per:(i+1)*per], t.F32)
-		} else {
-			copy(u8[i*per:(i+1)*per], t.U8)
-		}
-		b.Keys = append(b.Keys, s.Key)
-		b.Labels = append(b.Labels, s.Label)
-	}
-	return nil
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

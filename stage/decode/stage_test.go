@@ -11,6 +11,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/stage"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // item is a test input that counts its releases.
@@ -42,16 +43,16 @@ func TestStageGraph(t *testing.T) {
 			t.Run(fmt.Sprintf("ordered=%v/workers=%d", ordered, workers), func(t *testing.T) {
 				released.Store(0)
 				st, err := NewStage("decode", d, StageConfig{Workers: workers, Ordered: ordered,
-					Transform: Transform{Resize: 40, CenterCrop: 32, Layout: CHW, Normalize: ImageNet()}}, getItem)
+					Transform: Transform{Resize: 40, CenterCrop: 32, Layout: tensor.CHW, Normalize: ImageNet()}}, getItem)
 				if err != nil {
 					t.Fatal(err)
 				}
 				g := flow.New("test")
 				s := flow.FromSlice(g, "items", items)
 				dec := flow.Via(s, st)
-				batches := flow.Via(dec, stage.Batch[*Sample]("batch", 4, 0))
-				col := flow.Via(batches, Collate("collate"))
-				var got []*Batch
+				batches := flow.Via(dec, stage.Batch[*tensor.Sample]("batch", 4, 0))
+				col := flow.Via(batches, tensor.Collate("collate"))
+				var got []*tensor.Batch
 				flow.Collect(col, "sink", &got)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
@@ -63,7 +64,7 @@ func TestStageGraph(t *testing.T) {
 				}
 				n := 0
 				for bi, b := range got {
-					if b.Tensor.DType != Float32 || len(b.Tensor.Shape) != 4 || b.Tensor.Shape[1] != 3 || b.Tensor.Shape[2] != 32 || b.Tensor.Shape[3] != 32 {
+					if b.Tensor.DType != tensor.Float32 || len(b.Tensor.Shape) != 4 || b.Tensor.Shape[1] != 3 || b.Tensor.Shape[2] != 32 || b.Tensor.Shape[3] != 32 {
 						t.Fatalf("batch %d: %v %v", bi, b.Tensor.DType, b.Tensor.Shape)
 					}
 					for i, k := range b.Keys {
@@ -98,7 +99,7 @@ func TestStageErrorNamesSample(t *testing.T) {
 	}
 	g := flow.New("test")
 	out := flow.Via(flow.FromSlice(g, "items", items), st)
-	flow.Sink(out, "sink", func(ctx context.Context, s *Sample) error { return nil }) // the graph releases s
+	flow.Sink(out, "sink", func(ctx context.Context, s *tensor.Sample) error { return nil }) // the graph releases s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = g.Run(ctx)
@@ -118,15 +119,5 @@ func TestStageConfigErrors(t *testing.T) {
 	}
 	if _, err := NewStage[*item]("x", nil, StageConfig{Workers: 1}, getItem); err == nil {
 		t.Error("nil decoder accepted")
-	}
-}
-
-func TestCollateShapeMismatch(t *testing.T) {
-	a, b := &Sample{Key: "a"}, &Sample{Key: "b"}
-	a.Tensor.Shape, a.Tensor.U8 = []int{2}, []uint8{1, 2}
-	b.Tensor.Shape, b.Tensor.U8 = []int{3}, []uint8{1, 2, 3}
-	var bt Batch
-	if err := collate(&bt, []*Sample{a, b}); err == nil || !strings.Contains(err.Error(), "sample b") {
-		t.Fatalf("collate = %v, want an error naming sample b", err)
 	}
 }

@@ -1,86 +1,10 @@
 package decode
 
-import "fmt"
+import (
+	"fmt"
 
-// Layout is the order of a tensor's image dimensions.
-type Layout uint8
-
-const (
-	// HWC is height, width, channels (the packed [Image] order).
-	HWC Layout = iota
-	// CHW is channels, height, width (what PyTorch models take).
-	CHW
+	"github.com/psiflow/psiflow/tensor"
 )
-
-// String names the layout.
-func (l Layout) String() string {
-	if l == CHW {
-		return "CHW"
-	}
-	return "HWC"
-}
-
-// DType is a tensor element type.
-type DType uint8
-
-const (
-	// Uint8 elements live in [Tensor.U8].
-	Uint8 DType = iota
-	// Float32 elements live in [Tensor.F32].
-	Float32
-)
-
-// String names the element type.
-func (d DType) String() string {
-	if d == Float32 {
-		return "float32"
-	}
-	return "uint8"
-}
-
-// Tensor is a dense tensor with either uint8 or float32 elements. Its
-// buffers are reused: writing a new value grows them only when too small, so
-// a caller can hand in memory it owns (for example a UMA lease).
-type Tensor struct {
-	DType DType
-	// Shape lists the dimensions, outermost first.
-	Shape []int
-	// U8 holds the elements when DType is Uint8.
-	U8 []uint8
-	// F32 holds the elements when DType is Float32.
-	F32 []float32
-}
-
-// Len returns the number of elements the shape describes.
-func (t *Tensor) Len() int {
-	n := 1
-	for _, d := range t.Shape {
-		n *= d
-	}
-	return n
-}
-
-func (t *Tensor) setShape(dims ...int) {
-	t.Shape = append(t.Shape[:0], dims...)
-}
-
-func (t *Tensor) resetU8(n int) []uint8 {
-	t.DType = Uint8
-	if cap(t.U8) < n {
-		t.U8 = make([]uint8, n)
-	}
-	t.U8 = t.U8[:n]
-	return t.U8
-}
-
-func (t *Tensor) resetF32(n int) []float32 {
-	t.DType = Float32
-	if cap(t.F32) < n {
-		t.F32 = make([]float32, n)
-	}
-	t.F32 = t.F32[:n]
-	return t.F32
-}
 
 // Normalizer maps uint8 channel values v to (v/255 - mean)/std as float32,
 // torchvision's ToTensor followed by Normalize, through a precomputed table.
@@ -114,20 +38,20 @@ func ImageNet() *Normalizer {
 
 // ToTensor writes m into t in the given layout: uint8 when norm is nil, else
 // float32 through norm (whose channel count must match m's).
-func ToTensor(t *Tensor, m *Image, layout Layout, norm *Normalizer) error {
+func ToTensor(t *tensor.Tensor, m *Image, layout tensor.Layout, norm *Normalizer) error {
 	if err := m.check("to tensor"); err != nil {
 		return err
 	}
 	ch, hw := m.C, m.W*m.H
-	if layout == CHW {
-		t.setShape(ch, m.H, m.W)
+	if layout == tensor.CHW {
+		t.SetShape(ch, m.H, m.W)
 	} else {
-		t.setShape(m.H, m.W, ch)
+		t.SetShape(m.H, m.W, ch)
 	}
 	src := m.Pix[:hw*ch]
 	if norm == nil {
-		out := t.resetU8(hw * ch)
-		if layout == HWC {
+		out := t.ReuseU8(hw * ch)
+		if layout == tensor.HWC {
 			copy(out, src)
 			return nil
 		}
@@ -149,8 +73,8 @@ func ToTensor(t *Tensor, m *Image, layout Layout, norm *Normalizer) error {
 	if len(norm.lut) != ch {
 		return fmt.Errorf("to tensor: normalizer has %d channels, image %d", len(norm.lut), ch)
 	}
-	out := t.resetF32(hw * ch)
-	if layout == HWC {
+	out := t.ReuseF32(hw * ch)
+	if layout == tensor.HWC {
 		for i := 0; i < hw; i++ {
 			for c := 0; c < ch; c++ {
 				out[i*ch+c] = norm.lut[c][src[i*ch+c]]

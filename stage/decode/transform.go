@@ -2,12 +2,17 @@ package decode
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+
+	"github.com/psiflow/psiflow/stage/decode/turbojpeg"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // Transform is the per-image processing after decode, in the order
-// torchvision applies it: Resize, then CenterCrop or RandomCrop, then a
-// random horizontal flip, then conversion to a tensor.
+// torchvision applies it: Resize, then CenterCrop or RandomCrop (or
+// RandomResizedCrop instead of all three), then a random horizontal flip,
+// then conversion to a tensor, normalised or not.
 type Transform struct {
 	// Resize makes the shorter side this long (torchvision Resize(n) on a PIL
 	// image, antialiased bilinear). 0 keeps the size.
@@ -18,16 +23,32 @@ type Transform struct {
 	// RandomCrop cuts a RandomCrop×RandomCrop square at a random position.
 	// 0 disables it; it cannot be combined with CenterCrop.
 	RandomCrop int
+	// RandomResizedCrop, when its Size is set, crops a box of random area
+	// and aspect ratio and resizes it to Size×Size (torchvision's
+	// RandomResizedCrop, the ImageNet training transform). It replaces
+	// Resize and the crops, which must then be 0.
+	RandomResizedCrop ResizedCrop
 	// FlipProb is the probability of a horizontal flip (0 disables).
 	FlipProb float64
 	// Layout is the output tensor layout (HWC by default).
-	Layout Layout
+	Layout tensor.Layout
 	// Normalize, when set, makes float32 output (v/255 - mean)/std; else the
 	// output is uint8.
 	Normalize *Normalizer
-	// Seed seeds the random crop and flip; each Processor derives its own
-	// stream from Seed and the processor's index.
+	// Seed seeds the random crops and flip. Each sample's draws come from
+	// (Seed, [Encoded.Epoch], [Encoded.Index]) alone ([SampleRand]), so a
+	// sample gets the same crop and flip in a re-run or resumed epoch,
+	// whatever the worker count or order.
 	Seed uint64
+	// Exact turns reduced-size decoding off: every JPEG is decoded at full
+	// size, and the output is the same bytes as Pillow + torchvision's
+	// transform. By default (false) a JPEG whose next size (the resize's
+	// result, or the random resized crop's output against its box) is at
+	// most half the source in both directions is decoded at the smallest
+	// DCT scale (1/2, 1/4, 1/8) that keeps at least that size, then resized
+	// the rest of the way; see docs/DECODE.md for what that costs in
+	// accuracy.
+	Exact bool
 }
 
 // Validate checks the transform's fields.
@@ -39,12 +60,22 @@ func (t Transform) Validate() error {
 		return fmt.Errorf("transform: negative crop size")
 	case t.CenterCrop > 0 && t.RandomCrop > 0:
 		return fmt.Errorf("transform: both center crop (%d) and random crop (%d) set", t.CenterCrop, t.RandomCrop)
-	case t.FlipProb < 0 || t.FlipProb > 1:
+	case t.RandomResizedCrop.Size > 0 && (t.Resize > 0 || t.CenterCrop > 0 || t.RandomCrop > 0):
+		return fmt.Errorf("transform: random resized crop (%d) replaces resize (%d), center crop (%d) and random crop (%d): set only one",
+			t.RandomResizedCrop.Size, t.Resize, t.CenterCrop, t.RandomCrop)
+	case t.FlipProb < 0 || t.FlipProb > 1 || math.IsNaN(t.FlipProb):
 		return fmt.Errorf("transform: flip probability %v outside [0, 1]", t.FlipProb)
-	case t.Layout != HWC && t.Layout != CHW:
+	case t.Layout != tensor.HWC && t.Layout != tensor.CHW:
 		return fmt.Errorf("transform: unknown layout %d", t.Layout)
 	}
-	return nil
+	return t.RandomResizedCrop.validate()
+}
+
+// Random reports whether the transform draws random numbers (a random crop,
+// a random resized crop or a flip), so that its output depends on the
+// sample's [Encoded.Epoch] and [Encoded.Index].
+func (t Transform) Random() bool {
+	return t.RandomCrop > 0 || t.RandomResizedCrop.Size > 0 || t.FlipProb > 0
 }
 
 // checkLimit refuses sizes that make every image over the pixel limit.
@@ -52,7 +83,8 @@ func (t Transform) checkLimit(limit int64) error {
 	for _, c := range []struct {
 		what string
 		n    int
-	}{{"resize (shorter side squared)", t.Resize}, {"center crop", t.CenterCrop}, {"random crop", t.RandomCrop}} {
+	}{{"resize (shorter side squared)", t.Resize}, {"center crop", t.CenterCrop}, {"random crop", t.RandomCrop},
+		{"random resized crop", t.RandomResizedCrop.Size}} {
 		if c.n > 0 {
 			if err := checkPixels("transform: "+c.what, int64(c.n), int64(c.n), limit); err != nil {
 				return err
@@ -70,12 +102,13 @@ type Processor struct {
 	tr      Transform
 	resizer Resizer
 	a, b    Image
+	pcg     rand.PCG
 	rng     *rand.Rand
+	g       geometry // the current sample's, from [Processor.geometry]
 }
 
-// NewProcessor returns a processor over dec. index distinguishes the random
-// streams of processors sharing one seed.
-func NewProcessor(dec *Decoder, tr Transform, index uint64) (*Processor, error) {
+// NewProcessor returns a processor over dec.
+func NewProcessor(dec *Decoder, tr Transform) (*Processor, error) {
 	if dec == nil {
 		return nil, fmt.Errorf("processor: nil decoder")
 	}
@@ -85,7 +118,10 @@ func NewProcessor(dec *Decoder, tr Transform, index uint64) (*Processor, error) 
 	if err := tr.checkLimit(dec.MaxPixels()); err != nil {
 		return nil, err
 	}
-	return &Processor{dec: dec, tr: tr, rng: rand.New(rand.NewPCG(tr.Seed, index))}, nil
+	tr.RandomResizedCrop = tr.RandomResizedCrop.withDefaults()
+	p := &Processor{dec: dec, tr: tr}
+	p.rng = rand.New(&p.pcg)
+	return p, nil
 }
 
 // maxRetained is the largest scratch buffer a Processor, a decoder handle or
@@ -94,16 +130,16 @@ func NewProcessor(dec *Decoder, tr Transform, index uint64) (*Processor, error) 
 // of the run.
 const maxRetained = 32 << 20
 
-// Process decodes data (named name in errors) and writes the transformed
-// image into out.
-func (p *Processor) Process(out *Tensor, data []byte, name string) error {
+// Process decodes e.Data (named e.Key in errors) and writes the transformed
+// image into out; e.Epoch and e.Index select the sample's random draws.
+func (p *Processor) Process(out *tensor.Tensor, e Encoded) error {
 	defer p.trim()
-	m, err := p.Image(data, name)
+	m, err := p.Image(e)
 	if err != nil {
 		return err
 	}
 	if err := ToTensor(out, m, p.tr.Layout, p.tr.Normalize); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", e.Key, err)
 	}
 	return nil
 }
@@ -119,6 +155,7 @@ func (p *Processor) trim() {
 	}
 	if big {
 		clear(p.resizer.cache) // taps for a huge size are not kept either
+		p.resizer.sh, p.resizer.sv = coeffs{}, coeffs{}
 	}
 }
 
@@ -134,35 +171,139 @@ type Plan struct {
 	Bytes int64
 }
 
-// Plan reads data's header and returns the sizes and bytes that processing
-// it will need. An image, or a resize result, over the decoder's pixel limit
+// geometry is what the transform does to one image, decided from its
+// header and the sample's random draws before anything is decoded.
+type geometry struct {
+	f turbojpeg.ScalingFactor // DCT scale of the decode
+	// resize: reg of the decoded image is resampled to outW×outH, of which
+	// the cw×ch window at (x0, y0) is kept; cache says whether its filter
+	// taps repeat from image to image
+	resize           bool
+	reg              region
+	cache            bool
+	outW, outH       int
+	x0, y0, cw, ch   int
+	crop             int // a crop after the resize (or without one); 0: none
+	cropX, cropY     int // its position when random
+	flip             bool
+	box              [4]int // the random resized crop's box (x, y, w, h) in the original
+	resultW, resultH int    // of the transformed image
+}
+
+// seed starts sample e's random stream.
+func (p *Processor) seed(e Encoded) {
+	p.pcg.Seed(sampleSeed(p.tr.Seed, e.Epoch, e.Index))
+}
+
+// geometry decides what is done to sample e, a w×h image in format format,
+// and stores it in p.g. Random draws come in torchvision's order: the
+// resized crop's box or the crop's position, then the flip.
+func (p *Processor) geometry(e Encoded, format string, w, h int) error {
+	tr := &p.tr
+	g := geometry{f: one}
+	if tr.Random() {
+		p.seed(e)
+	}
+	jpeg := format == "jpeg"
+	switch {
+	case tr.RandomResizedCrop.Size > 0:
+		s := tr.RandomResizedCrop.Size
+		bx, by, bw, bh := RandomResizedCropBox(w, h, tr.RandomResizedCrop, p.rng)
+		if jpeg && !tr.Exact {
+			g.f = p.dec.reducedScale(bw, bh, s, s)
+		}
+		g.resize, g.outW, g.outH, g.cw, g.ch = true, s, s, s, s
+		g.box = [4]int{bx, by, bw, bh}
+		g.reg = scaledRegion(bx, by, bw, bh, w, h, g.f)
+	case tr.Resize > 0:
+		rw, rh := ShorterSide(w, h, tr.Resize)
+		if err := checkPixels("resize result", int64(rw), int64(rh), p.dec.MaxPixels()); err != nil {
+			return err
+		}
+		if jpeg && !tr.Exact {
+			g.f = p.dec.reducedScale(w, h, rw, rh)
+		}
+		// torchvision computes the size from the original image, not from
+		// a DCT-scaled decode whose sides were rounded up
+		g.resize, g.cache, g.outW, g.outH = true, true, rw, rh
+		g.reg = scaledRegion(0, 0, w, h, w, h, g.f)
+		g.cw, g.ch = rw, rh
+		crop := max(tr.CenterCrop, tr.RandomCrop)
+		switch {
+		case crop > 0 && crop <= rw && crop <= rh:
+			// crop fused into the resize: only the kept pixels are computed
+			g.cw, g.ch = crop, crop
+			if tr.CenterCrop > 0 {
+				g.x0, g.y0 = CenterOffset(rw, rh, crop, crop)
+			} else {
+				g.y0, g.x0 = p.rng.IntN(rh-crop+1), p.rng.IntN(rw-crop+1)
+			}
+		case crop > 0:
+			g.crop = crop
+		}
+	default:
+		g.crop = max(tr.CenterCrop, tr.RandomCrop)
+		g.cw, g.ch = w, h
+	}
+	g.resultW, g.resultH = g.cw, g.ch
+	if g.crop > 0 {
+		if tr.RandomCrop > 0 {
+			if g.crop > g.cw || g.crop > g.ch {
+				return fmt.Errorf("random crop: size %d×%d does not fit the %d×%d image", g.crop, g.crop, g.cw, g.ch)
+			}
+			g.cropY, g.cropX = p.rng.IntN(g.ch-g.crop+1), p.rng.IntN(g.cw-g.crop+1)
+		}
+		g.resultW, g.resultH = g.crop, g.crop
+	}
+	g.flip = tr.FlipProb > 0 && p.rng.Float64() < tr.FlipProb
+	p.g = g
+	return nil
+}
+
+var one = turbojpeg.ScalingFactor{Num: 1, Denom: 1}
+
+// scaledRegion is the region of an image decoded at scale f that holds the
+// bw×bh box at (bx, by) of the w×h original. At full size it is the box
+// itself (the crop torchvision makes); scaled, the box's edges fall between
+// pixels: the region is the pixels the scaled box touches, and the box
+// within it fractional, so that the resize samples the same part of the
+// picture.
+func scaledRegion(bx, by, bw, bh, w, h int, f turbojpeg.ScalingFactor) region {
+	if f == one {
+		return region{x: bx, y: by, w: bw, h: bh, bx1: float64(bw), by1: float64(bh)}
+	}
+	s := float64(f.Num) / float64(f.Denom)
+	axis := func(b, n, full int) (int, int, float64, float64) {
+		lo, hi := float64(b)*s, math.Min(float64(b+n)*s, float64(f.Scale(full)))
+		x0 := int(math.Floor(lo))
+		x1 := min(int(math.Ceil(hi)), f.Scale(full))
+		return x0, x1 - x0, lo - float64(x0), hi - float64(x0)
+	}
+	var g region
+	g.x, g.w, g.bx0, g.bx1 = axis(bx, bw, w)
+	g.y, g.h, g.by0, g.by1 = axis(by, bh, h)
+	return g
+}
+
+// Plan reads e's header and returns the sizes and bytes that processing it
+// will need. An image, or a resize result, over the decoder's pixel limit
 // is a [*LimitError] inside an [*Error] naming the sample; so is a header
 // that cannot be parsed.
-func (p *Processor) Plan(data []byte, name string) (Plan, error) {
-	info, err := p.dec.Inspect(data, name, p.tr.Resize)
+func (p *Processor) Plan(e Encoded) (Plan, error) {
+	info, err := p.inspect(e)
 	if err != nil {
 		return Plan{}, err
 	}
-	pl := Plan{Info: info, OutW: info.DecodedW, OutH: info.DecodedH, Bytes: info.DecodeBytes}
-	fail := func(err error) (Plan, error) { return Plan{}, &Error{Name: name, Format: info.Format, Err: err} }
-	crop := max(p.tr.CenterCrop, p.tr.RandomCrop)
-	if p.tr.Resize > 0 {
-		w, h := ShorterSide(info.Width, info.Height, p.tr.Resize)
-		if err := checkPixels("resize result", int64(w), int64(h), p.dec.MaxPixels()); err != nil {
-			return fail(err)
-		}
-		cw, ch := w, h
-		if crop > 0 && crop <= w && crop <= h {
-			cw, ch, crop = crop, crop, 0
-		}
-		mid := satMul(satMul(int64(cw), int64(info.DecodedH)), 3)
-		taps := satMul(int64(info.DecodedW)+int64(info.DecodedH)+int64(w)+int64(h), 64)
-		pl.Bytes = satAdd(pl.Bytes, satAdd(satAdd(mid, taps), satMul(satMul(int64(cw), int64(ch)), 3)))
-		pl.OutW, pl.OutH = cw, ch
+	g := &p.g
+	pl := Plan{Info: info, OutW: g.resultW, OutH: g.resultH, Bytes: info.DecodeBytes}
+	if g.resize {
+		rows := int64(g.reg.h)
+		mid := satMul(satMul(int64(g.cw), rows), 3)
+		taps := satMul(int64(g.reg.w)+int64(g.reg.h)+int64(g.outW)+int64(g.outH), 64)
+		pl.Bytes = satAdd(pl.Bytes, satAdd(satAdd(mid, taps), satMul(satMul(int64(g.cw), int64(g.ch)), 3)))
 	}
-	if crop > 0 {
-		pl.OutW, pl.OutH = crop, crop
-		pl.Bytes = satAdd(pl.Bytes, satMul(satMul(int64(crop), int64(crop)), 3))
+	if g.crop > 0 {
+		pl.Bytes = satAdd(pl.Bytes, satMul(satMul(int64(g.crop), int64(g.crop)), 3))
 	}
 	per := int64(3)
 	if p.tr.Normalize != nil {
@@ -172,51 +313,70 @@ func (p *Processor) Plan(data []byte, name string) (Plan, error) {
 	return pl, nil
 }
 
-// Image decodes data and applies the geometric part of the transform. The
+// inspect reads e's header, decides the sample's geometry (p.g) and sizes
+// the decode at its scale.
+func (p *Processor) inspect(e Encoded) (Info, error) {
+	format := Format(e.Data)
+	var gerr error
+	decided := false
+	info, err := p.dec.inspect(format, e.Data, func(w, h int) turbojpeg.ScalingFactor {
+		gerr, decided = p.geometry(e, format, w, h), true
+		return p.g.f
+	})
+	if err == nil && !decided {
+		// only a TurboJPEG decode asks for its scale
+		gerr = p.geometry(e, format, info.Width, info.Height)
+	}
+	if err == nil && gerr != nil {
+		err = gerr
+	}
+	if err != nil {
+		return Info{}, &Error{Name: e.Key, Format: format, Err: err}
+	}
+	return info, nil
+}
+
+// Image decodes e.Data and applies the geometric part of the transform. The
 // returned image belongs to the processor and is valid until the next call.
-func (p *Processor) Image(data []byte, name string) (*Image, error) {
-	if err := p.dec.Decode(&p.a, data, name, p.tr.Resize); err != nil {
+func (p *Processor) Image(e Encoded) (*Image, error) {
+	info, err := p.inspect(e)
+	if err != nil {
+		return nil, err
+	}
+	g := &p.g
+	if err := p.dec.decodeAt(&p.a, e.Data, e.Key, info, g.f); err != nil {
 		return nil, err
 	}
 	cur, spare := &p.a, &p.b
-	crop := max(p.tr.CenterCrop, p.tr.RandomCrop)
-	if p.tr.Resize > 0 {
-		// torchvision computes the size from the original image, not from a
-		// DCT-scaled decode whose sides were rounded up.
-		w, h := ShorterSide(cur.SrcW, cur.SrcH, p.tr.Resize)
-		if err := checkPixels("resize result", int64(w), int64(h), p.dec.MaxPixels()); err != nil {
-			return nil, &Error{Name: name, Format: Format(data), Err: err}
+	if g.f != one && (cur.W != g.f.Scale(info.Width) || cur.H != g.f.Scale(info.Height)) {
+		// the standard library's fallback for a layout TurboJPEG refuses
+		// decodes at full size
+		g.f = one
+		if p.tr.RandomResizedCrop.Size > 0 {
+			g.reg = scaledRegion(g.box[0], g.box[1], g.box[2], g.box[3], info.Width, info.Height, one)
+		} else {
+			g.reg = scaledRegion(0, 0, info.Width, info.Height, info.Width, info.Height, one)
 		}
-		x0, y0, cw, ch := 0, 0, w, h
-		if crop > 0 && crop <= w && crop <= h {
-			// crop fused into the resize: only the kept pixels are computed
-			cw, ch = crop, crop
-			if p.tr.CenterCrop > 0 {
-				x0, y0 = CenterOffset(w, h, crop, crop)
-			} else {
-				y0, x0 = p.rng.IntN(h-crop+1), p.rng.IntN(w-crop+1)
-			}
-			crop = 0
-		}
-		if err := p.resizer.ResizeWindow(spare, cur, w, h, x0, y0, cw, ch); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if g.resize {
+		if err := p.resizer.resizeRegion(spare, cur, g.reg, g.cache, g.outW, g.outH, g.x0, g.y0, g.cw, g.ch); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Key, err)
 		}
 		cur, spare = spare, cur
 	}
-	switch {
-	case crop == 0:
-	case p.tr.CenterCrop > 0:
-		if err := CenterCrop(spare, cur, crop, crop); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+	if g.crop > 0 {
+		var err error
+		if p.tr.CenterCrop > 0 {
+			err = CenterCrop(spare, cur, g.crop, g.crop)
+		} else {
+			err = Crop(spare, cur, g.cropX, g.cropY, g.crop, g.crop)
 		}
-		cur = spare
-	default:
-		if err := RandomCrop(spare, cur, crop, crop, p.rng); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Key, err)
 		}
 		cur = spare
 	}
-	if p.tr.FlipProb > 0 && p.rng.Float64() < p.tr.FlipProb {
+	if g.flip {
 		HFlip(cur)
 	}
 	return cur, nil

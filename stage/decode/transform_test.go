@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // seq returns a w×h×c image whose bytes count up (mod 251), so moved or
@@ -222,14 +224,14 @@ func TestResizeProperties(t *testing.T) {
 
 func TestToTensor(t *testing.T) {
 	src := seq(4, 3, 3)
-	var tt Tensor
-	if err := ToTensor(&tt, src, HWC, nil); err != nil {
+	var tt tensor.Tensor
+	if err := ToTensor(&tt, src, tensor.HWC, nil); err != nil {
 		t.Fatal(err)
 	}
-	if tt.DType != Uint8 || len(tt.Shape) != 3 || tt.Shape[0] != 3 || tt.Shape[2] != 3 || string(tt.U8) != string(src.Pix) {
+	if tt.DType != tensor.Uint8 || len(tt.Shape) != 3 || tt.Shape[0] != 3 || tt.Shape[2] != 3 || string(tt.U8) != string(src.Pix) {
 		t.Fatalf("HWC uint8: %v %v", tt.DType, tt.Shape)
 	}
-	if err := ToTensor(&tt, src, CHW, nil); err != nil {
+	if err := ToTensor(&tt, src, tensor.CHW, nil); err != nil {
 		t.Fatal(err)
 	}
 	if tt.Shape[0] != 3 || tt.Shape[1] != 3 || tt.Shape[2] != 4 || tt.Len() != 36 {
@@ -245,7 +247,7 @@ func TestToTensor(t *testing.T) {
 		}
 	}
 	norm := ImageNet()
-	for _, l := range []Layout{HWC, CHW} {
+	for _, l := range []tensor.Layout{tensor.HWC, tensor.CHW} {
 		if err := ToTensor(&tt, src, l, norm); err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +257,7 @@ func TestToTensor(t *testing.T) {
 			for y := 0; y < 3; y++ {
 				for x := 0; x < 4; x++ {
 					i := (y*4+x)*3 + c
-					if l == CHW {
+					if l == tensor.CHW {
 						i = c*12 + y*4 + x
 					}
 					want := (float64(at(src, x, y, c))/255 - mean[c]) / std[c]
@@ -269,7 +271,7 @@ func TestToTensor(t *testing.T) {
 	if _, err := NewNormalizer([]float32{0.5}, []float32{0}); err == nil {
 		t.Error("zero std accepted")
 	}
-	if err := ToTensor(&tt, seq(2, 2, 1), CHW, norm); err == nil {
+	if err := ToTensor(&tt, seq(2, 2, 1), tensor.CHW, norm); err == nil {
 		t.Error("3-channel normalizer on a 1-channel image accepted")
 	}
 }
@@ -279,46 +281,55 @@ func TestTransformValidate(t *testing.T) {
 		{Resize: -1},
 		{CenterCrop: 5, RandomCrop: 5},
 		{FlipProb: 1.5},
-		{Layout: Layout(9)},
+		{Layout: tensor.Layout(9)},
 	}
 	for _, tr := range bad {
 		if tr.Validate() == nil {
 			t.Errorf("%+v accepted", tr)
 		}
 	}
-	if err := (Transform{Resize: 256, CenterCrop: 224, FlipProb: 0.5, Layout: CHW}).Validate(); err != nil {
+	if err := (Transform{Resize: 256, CenterCrop: 224, FlipProb: 0.5, Layout: tensor.CHW}).Validate(); err != nil {
 		t.Error(err)
 	}
 }
 
+// TestProcessorFlipAndSeed: the random crop and flip of a sample follow
+// (seed, index): the same twice, varied across indices, another sequence
+// under another seed.
 func TestProcessorFlipAndSeed(t *testing.T) {
 	d := newDecoder(t, BackendAuto)
 	data := encodePNG(t, synthRGB(40, 30, 1, 0))
 	run := func(seed uint64) []string {
-		p, err := NewProcessor(d, Transform{RandomCrop: 20, FlipProb: 0.5, Seed: seed}, 3)
+		p, err := NewProcessor(d, Transform{RandomCrop: 20, FlipProb: 0.5, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var out []string
-		var tt Tensor
-		for i := 0; i < 20; i++ {
-			if err := p.Process(&tt, data, "p.png"); err != nil {
+		var tt tensor.Tensor
+		for i := range int64(20) {
+			if err := p.Process(&tt, Encoded{Data: data, Key: "p.png", Index: i}); err != nil {
 				t.Fatal(err)
 			}
 			out = append(out, string(tt.U8))
 		}
 		return out
 	}
-	a, b := run(5), run(5)
-	distinct := map[string]bool{}
+	a, b, c := run(5), run(5), run(6)
+	distinct, same := map[string]bool{}, 0
 	for i := range a {
 		if a[i] != b[i] {
 			t.Fatal("same seed gave different outputs")
 		}
 		distinct[a[i]] = true
+		if a[i] == c[i] {
+			same++
+		}
 	}
 	if len(distinct) < 5 {
 		t.Errorf("only %d distinct random crops/flips in 20 draws", len(distinct))
+	}
+	if same > 3 {
+		t.Errorf("seeds 5 and 6 agree on %d of 20 samples", same)
 	}
 }
 

@@ -46,6 +46,9 @@ type Lib struct {
 	// every call (≈ 6 allocations each), SyscallN does not.
 	decompressHeader uintptr // tjDecompressHeader3
 	decompress2      uintptr // tjDecompress2
+
+	xformOnce sync.Once
+	xform     *transformSyms
 }
 
 var (

@@ -56,3 +56,27 @@ func (d *Decompressor) Header(data []byte) (Header, error) { return Header{}, er
 func (d *Decompressor) Decompress(data []byte, hdr Header, f ScalingFactor, pf PixelFormat, flags Flags, dst []byte) error {
 	return errors.Join(errPlatform)
 }
+
+// MCUSize returns the MCU size of the chroma subsampling sub.
+func MCUSize(sub int) (w, h int, ok bool) {
+	ws, hs := [...]int{8, 16, 16, 8, 8, 32}, [...]int{8, 8, 16, 8, 16, 8}
+	if sub < 0 || sub >= len(ws) {
+		return 0, 0, false
+	}
+	return ws[sub], hs[sub], true
+}
+
+// Transformer is a TurboJPEG transform handle; on this platform none can be made.
+type Transformer struct{}
+
+// NewTransformer always fails on this platform.
+func (l *Lib) NewTransformer() (*Transformer, error) { return nil, errPlatform }
+
+// Close does nothing.
+func (t *Transformer) Close() error { return nil }
+
+// CropBufSize returns 0 on this platform.
+func (t *Transformer) CropBufSize(w, h, sub int) int { return 0 }
+
+// Crop always fails on this platform.
+func (t *Transformer) Crop(dst, data []byte, x, y, w, h, sub int) (int, error) { return 0, errPlatform }

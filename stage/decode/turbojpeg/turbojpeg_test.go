@@ -160,3 +160,73 @@ func TestTablesOnlyHeaderRejected(t *testing.T) {
 		t.Fatal("tables-only stream accepted as an image")
 	}
 }
+
+// TestLosslessCrop: a lossless crop decodes to the full decode's pixels in
+// the region, except along the crop's edges (its first row and column, its
+// last two), where chroma upsampling lacks the neighbouring samples (within
+// a few levels).
+func TestLosslessCrop(t *testing.T) {
+	l := lib(t)
+	tr, err := l.NewTransformer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	d, err := l.NewDecompressor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	data := sample(t, 320, 240)
+	hdr, err := d.Header(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := make([]byte, 320*240*3)
+	if err := d.Decompress(data, hdr, ScalingFactor{1, 1}, PixelRGB, 0, full); err != nil {
+		t.Fatal(err)
+	}
+	mw, mh, ok := MCUSize(hdr.Subsampling)
+	if !ok {
+		t.Fatalf("subsampling %d unknown", hdr.Subsampling)
+	}
+	x, y, w, h := 2*mw, mh, 101, 91
+	dst := make([]byte, tr.CropBufSize(w, h, hdr.Subsampling))
+	n, err := tr.Crop(dst, data, x, y, w, h, hdr.Subsampling)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := d.Header(dst[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Width != w || ch.Height != h {
+		t.Fatalf("cropped JPEG is %d×%d, want %d×%d", ch.Width, ch.Height, w, h)
+	}
+	crop := make([]byte, w*h*3)
+	if err := d.Decompress(dst[:n], ch, ScalingFactor{1, 1}, PixelRGB, 0, crop); err != nil {
+		t.Fatal(err)
+	}
+	inner, edge := 0, 0
+	for r := 0; r < h; r++ {
+		for c := 0; c < w*3; c++ {
+			dv := int(crop[r*w*3+c]) - int(full[((y+r)*320+x)*3+c])
+			dv = max(dv, -dv)
+			if r < 1 || c < 3 || r >= h-2 || c >= (w-2)*3 {
+				edge = max(edge, dv)
+			} else {
+				inner = max(inner, dv)
+			}
+		}
+	}
+	t.Logf("max |Δ| inside %d, on the first and the last two rows and columns %d", inner, edge)
+	if inner != 0 || edge > 16 {
+		t.Errorf("lossless crop differs from the full decode: max |Δ| %d inside (want 0), %d at the edge (want ≤ 16)", inner, edge)
+	}
+	if _, err := tr.Crop(dst, data, x+1, y, w, h, hdr.Subsampling); err == nil {
+		t.Error("a crop off the MCU grid was accepted")
+	}
+	if _, err := tr.Crop(dst, data, x, y, w, h, hdr.Subsampling); err != nil {
+		t.Errorf("crop after an error: %v", err)
+	}
+}

@@ -1,0 +1,22 @@
+package h2d
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/psiflow/psiflow/internal/fakecuda"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	fakecuda.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

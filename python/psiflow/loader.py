@@ -1,0 +1,304 @@
+"""psiflow.DataLoader: PyTorch's DataLoader vocabulary over ``psiflow serve``."""
+
+import os
+
+from . import _binary
+from .client import Loader, PsiflowError
+
+STATE_VERSION = 1
+
+# transform="val" is ImageNet's validation transform: Resize(256), CenterCrop(224).
+_VAL = {"resize": 256, "crop": 224}
+_TRANSFORM_FLAGS = {"resize": "-resize", "crop": "-crop"}
+
+
+def _distributed():
+    """(rank, world size) from torch.distributed when it is initialised, else None."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    try:
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except RuntimeError:
+        return None
+    return None
+
+
+def _want_torch(tensors):
+    if tensors == "numpy":
+        return False
+    if tensors == "torch":
+        return True
+    if tensors != "auto":
+        raise ValueError("tensors=%r: want 'auto', 'torch' or 'numpy'" % (tensors,))
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def rank_count(samples, world_size, drop_last, start=0):
+    """Samples one rank reads of an epoch of ``samples`` from global offset
+    ``start``, as DistributedSampler deals them (psiflow's source.Share):
+    the remainder padded (ceil) or, with drop_last, cut (floor)."""
+    left = max(samples - start, 0)
+    if drop_last:
+        return left // world_size
+    return -(-left // world_size)
+
+
+class DataLoader:
+    """Batches of an image folder for a PyTorch training loop, read, decoded and
+    batched by ``psiflow serve`` under the cgroup's memory limit.
+
+    DataLoader(root, batch_size=64, shuffle=True, seed=0, transform="val",
+               drop_last=False, num_workers=None, return_keys=False, ...)
+
+    root: an ImageFolder layout (root/<class>/<image>); labels are the class
+    indices, as torchvision's ImageFolder gives them.
+    shuffle, seed: a permutation of the whole folder per (seed, epoch), then
+    sharded by rank, as DistributedSampler; every epoch a different order.
+    transform: "val" (Resize 256, CenterCrop 224, uint8 CHW) or a dict of
+    overrides of the pipeline's parameters, e.g. {"resize": 160, "crop": 128}.
+    drop_last: both of PyTorch's: each rank's share is cut to the same count
+    (DistributedSampler's drop_last; else padded by repeating the epoch's first
+    samples) and the last short batch is dropped (DataLoader's drop_last).
+    num_workers: decode workers (goroutines, not processes); None: one a core.
+    return_keys: yield (images, labels, keys), the keys being file paths.
+    rank, world_size: default torch.distributed's when it is initialised, else
+    RANK and WORLD_SIZE from the environment (read by psiflow serve).
+    prefetch: batches outstanding at once (the shared-memory ring's slots).
+    tensors: "auto" (torch tensors when torch imports, else numpy), "torch", "numpy".
+    serve_args: more ``psiflow serve`` flags.
+
+    Iterating runs one epoch; without set_epoch the next iteration runs the next
+    epoch. Each batch is a view of shared memory, valid until the next batch is
+    asked for: copy (or move to the GPU) what must outlive the step.
+    state_dict() and load_state_dict() resume exactly, as torchdata's
+    StatefulDataLoader, also under another world size.
+    """
+
+    def __init__(self, root, batch_size=64, shuffle=True, seed=0, transform="val", drop_last=False,
+                 num_workers=None, return_keys=False, rank=None, world_size=None, prefetch=4,
+                 tensors="auto", psiflow_bin=None, serve_args=(), start_timeout=60.0):
+        if root is None:
+            raise ValueError("DataLoader needs root, an image folder")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError("batch_size=%r: want a positive integer" % (batch_size,))
+        if not isinstance(seed, int) or seed < 0:
+            raise ValueError("seed=%r: want a non-negative integer" % (seed,))
+        if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 1):
+            raise ValueError("num_workers=%r: want a positive integer (decode workers) or None" % (num_workers,))
+        if (rank is None) != (world_size is None):
+            raise ValueError("give both rank and world_size, or neither")
+        if world_size is not None and not (0 <= rank < world_size):
+            raise ValueError("rank %r of world_size %r is out of range" % (rank, world_size))
+        self.root = os.fspath(root)
+        self.batch_size = batch_size
+        self.shuffle = bool(shuffle)
+        self.seed = seed
+        self.drop_last = bool(drop_last)
+        self.num_workers = num_workers
+        self.return_keys = bool(return_keys)
+        self.prefetch = prefetch
+        self.start_timeout = start_timeout
+        self._transform = self._transform_flags(transform)
+        self._bin = _binary.find(psiflow_bin)
+        self._torch = _want_torch(tensors)
+        self._serve_args = list(serve_args)
+        self._sharding = (rank, world_size) if world_size is not None else _distributed()
+        self._epoch = 0          # the epoch the next iteration runs
+        self._resume = None      # global offset to resume self._epoch at (load_state_dict)
+        self._plan = None        # the last plan psiflow sent (samples, rank, world size, ...)
+        self._consumed = None    # global offset reached in self._epoch, None before it starts
+        self._loader = None      # a psiflow serve started for the next iteration (len())
+        self._loader_at = None   # its (epoch, start)
+        self._state_samples = None  # the dataset size a loaded state is for
+        self._running = None
+
+    @staticmethod
+    def _transform_flags(transform):
+        if transform == "val":
+            params = dict(_VAL)
+        elif transform == "train":
+            raise ValueError("transform='train' (RandomResizedCrop, flip, normalise) needs the decode stage's "
+                             "random crop, which this psiflow does not have yet; use 'val' or a dict of overrides")
+        elif isinstance(transform, dict):
+            params = dict(_VAL)
+            for k, v in transform.items():
+                if k not in _TRANSFORM_FLAGS:
+                    raise ValueError("transform: unknown parameter %r (known: %s)" % (k, ", ".join(sorted(_TRANSFORM_FLAGS))))
+                if not isinstance(v, int) or v < 1:
+                    raise ValueError("transform: %s=%r: want a positive integer" % (k, v))
+                params[k] = v
+        else:
+            raise ValueError("transform=%r: want 'val', 'train' or a dict of pipeline parameters" % (transform,))
+        flags = []
+        for k in sorted(params):
+            flags += [_TRANSFORM_FLAGS[k], str(params[k])]
+        return flags
+
+    # -- psiflow serve ------------------------------------------------------
+    def _serve_cmd(self, epoch, start):
+        # -ordered: batches hold the epoch's order exactly, so the samples
+        # delivered are always a prefix of the rank's share and the position
+        # (a count) resumes exactly.
+        args = ["-batch", str(self.batch_size), "-epochs", "1", "-epoch", str(epoch), "-start", str(start),
+                "-seed", str(self.seed), "-ordered", "-plan"]
+        if self.shuffle:
+            args.append("-shuffle")
+        if self.drop_last:
+            args.append("-drop-last")
+        if self.num_workers is not None:
+            args += ["-workers", str(self.num_workers)]
+        if self.return_keys:
+            args.append("-keys")
+        if self._sharding is not None:
+            args += ["-rank", str(self._sharding[0]), "-world-size", str(self._sharding[1])]
+        return args + self._transform + self._serve_args
+
+    def _start(self):
+        """psiflow serve for the next iteration, and its plan."""
+        epoch, start = self._epoch, self._resume or 0
+        if self._loader is not None and self._loader_at == (epoch, start):
+            loader, self._loader = self._loader, None
+            return loader
+        self._drop_prefetched()
+        loader = Loader(data=self.root, psiflow_bin=self._bin, args=self._serve_cmd(epoch, start),
+                        slots=self.prefetch, torch=self._torch, start_timeout=self.start_timeout)
+        try:
+            plan = loader.client.wait_plan()
+            if plan.get("epoch") != epoch or plan.get("start") != start:
+                raise PsiflowError("psiflow planned epoch %r from %r, asked for epoch %d from %d"
+                                   % (plan.get("epoch"), plan.get("start"), epoch, start))
+            self._check_samples(plan)
+        except BaseException:
+            loader.close()
+            raise
+        self._plan = plan
+        return loader
+
+    def _check_samples(self, plan):
+        want = self._state_samples
+        if want is not None and plan["samples"] != want:
+            raise PsiflowError("the loaded state is for %d samples, %s has %d now" % (want, self.root, plan["samples"]))
+
+    def _drop_prefetched(self):
+        if self._loader is not None:
+            self._loader.close()
+            self._loader = None
+
+    # -- the PyTorch vocabulary ----------------------------------------------
+    def __len__(self):
+        """Batches one rank gets in a whole epoch (as torch's DataLoader: a
+        resumed epoch delivers fewer)."""
+        if self._plan is None:
+            self._loader = self._start()
+            self._loader_at = (self._plan["epoch"], self._plan["start"])
+        p = self._plan
+        count = rank_count(p["samples"], p["world_size"], self.drop_last)
+        return count // self.batch_size if self.drop_last else -(-count // self.batch_size)
+
+    def set_epoch(self, epoch):
+        """Runs epoch ``epoch`` next (its shuffle), as DistributedSampler.set_epoch.
+        A position loaded with load_state_dict for another epoch is dropped."""
+        if not isinstance(epoch, int) or epoch < 0:
+            raise ValueError("set_epoch(%r): want a non-negative integer" % (epoch,))
+        if epoch != self._epoch:
+            self._epoch, self._resume, self._consumed = epoch, None, None
+            self._drop_prefetched()
+
+    @property
+    def epoch(self):
+        """The epoch the next (or the running) iteration runs."""
+        return self._epoch
+
+    def __iter__(self):
+        if self._running is not None:
+            self._running.close()
+        it = self._iterate()
+        self._running = it
+        return it
+
+    def _iterate(self):
+        loader = self._start()
+        plan = self._plan
+        epoch, start = plan["epoch"], plan["start"]
+        self._resume = None
+        self._consumed = start
+        world = plan["world_size"]
+        finished = False
+        try:
+            for b in loader:
+                n = len(b)
+                if self.drop_last and n < self.batch_size:
+                    continue  # DataLoader's drop_last: the short last batch is not yielded
+                self._consumed += n * world
+                if self.return_keys:
+                    yield b.data, b.labels, b.keys
+                else:
+                    yield b.data, b.labels
+            finished = True
+        finally:
+            rc = loader.close()
+        if finished:
+            if rc != 0:
+                raise PsiflowError("psiflow serve exited with status %s: %s" % (rc, loader.stderr().strip()[-2000:]))
+            self._epoch, self._consumed = epoch + 1, None
+
+    def state_dict(self):
+        """The position: the epoch and the global offset reached in it (samples
+        consumed by all ranks together, in lockstep), taken after the batches
+        yielded so far, with what it is only valid with."""
+        if self._consumed is None:
+            epoch, consumed = self._epoch, self._resume or 0
+        else:
+            epoch, consumed = self._epoch, self._consumed
+        plan = self._plan or {}
+        return {"version": STATE_VERSION, "epoch": epoch, "consumed": consumed, "seed": self.seed,
+                "shuffle": self.shuffle, "samples": plan.get("samples"), "world_size": plan.get("world_size"),
+                "rank": plan.get("rank"), "batch_size": self.batch_size, "drop_last": self.drop_last}
+
+    def load_state_dict(self, state):
+        """Resumes at ``state`` (from state_dict, maybe of another rank or world
+        size at the same step): the next iteration delivers the rest of that
+        epoch, in the same order, then the following epochs."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError("state version %r, this psiflow reads %d" % (state.get("version"), STATE_VERSION))
+        for k in ("seed", "shuffle"):
+            if state.get(k) != getattr(self, k):
+                raise ValueError("state has %s=%r, this DataLoader %r: the order would differ" % (k, state.get(k), getattr(self, k)))
+        epoch, consumed = state.get("epoch"), state.get("consumed")
+        if not isinstance(epoch, int) or epoch < 0 or not isinstance(consumed, int) or consumed < 0:
+            raise ValueError("state: epoch %r, consumed %r: want non-negative integers" % (epoch, consumed))
+        if self._running is not None:
+            self._running.close()
+            self._running = None
+        self._drop_prefetched()
+        # A finished epoch (consumed at or past its end) resumes as an empty
+        # iteration, then the next epoch: as an uninterrupted run would go on.
+        self._state_samples = state.get("samples")
+        self._epoch, self._resume, self._consumed, self._plan = epoch, consumed, None, None
+
+    def close(self):
+        """Stops psiflow serve if one runs."""
+        if self._running is not None:
+            self._running.close()
+            self._running = None
+        self._drop_prefetched()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

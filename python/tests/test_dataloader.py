@@ -1,0 +1,190 @@
+"""Tests of psiflow.DataLoader against a real `psiflow serve` over an image folder.
+
+Run from the repository root (cmd/psiflow TestPythonModule does, with its own
+build of the launcher and a folder of two classes of ten images):
+
+    PSIFLOW_BIN=bin/psiflow PSIFLOW_TEST_DATA=DIR /usr/bin/python3 -m unittest discover -s python/tests -t python
+"""
+
+import collections
+import json
+import os
+import sys
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import psiflow  # noqa: E402
+from psiflow.loader import rank_count  # noqa: E402
+
+BIN = os.environ.get("PSIFLOW_BIN", "bin/psiflow")
+DATA = os.environ.get("PSIFLOW_TEST_DATA")
+SMALL = {"resize": 40, "crop": 32}
+
+
+def loader(**kw):
+    args = dict(batch_size=4, transform=SMALL, return_keys=True, psiflow_bin=BIN, tensors="numpy")
+    args.update(kw)
+    return psiflow.DataLoader(DATA, **args)
+
+
+def keys_of(it):
+    out = []
+    for _x, _y, keys in it:
+        out += keys
+    return out
+
+
+def folder_files():
+    out = []
+    for d, _, files in os.walk(DATA):
+        out += [os.path.join(d, f) for f in files]
+    return sorted(out)
+
+
+class TestRankCount(unittest.TestCase):
+    def test_distributed_sampler_counts(self):
+        for n, w, drop, want in [(20, 3, False, 7), (20, 3, True, 6), (20, 1, False, 20), (5, 2, False, 3),
+                                 (5, 2, True, 2), (20, 4, False, 5)]:
+            self.assertEqual(rank_count(n, w, drop), want, (n, w, drop))
+        self.assertEqual(rank_count(20, 2, False, start=17), 2)
+        self.assertEqual(rank_count(20, 2, True, start=17), 1)
+        self.assertEqual(rank_count(20, 2, False, start=30), 0)
+
+
+@unittest.skipUnless(DATA, "PSIFLOW_TEST_DATA names no image folder")
+class TestDataLoader(unittest.TestCase):
+    def test_epochs_cover_the_folder_in_new_orders(self):
+        files = folder_files()
+        dl = loader()
+        self.assertEqual(len(dl), -(-len(files) // 4))
+        epochs = []
+        for _ in range(3):
+            batches, keys = 0, []
+            for x, y, k in dl:
+                batches += 1
+                self.assertIsInstance(x, np.ndarray)
+                self.assertEqual(x.dtype, np.uint8)
+                self.assertEqual(x.shape[1:], (3, 32, 32))
+                self.assertEqual(y.dtype, np.int64)
+                for path, label in zip(k, y):
+                    cls = os.path.basename(os.path.dirname(path))
+                    self.assertEqual(int(label), sorted(os.listdir(DATA)).index(cls), path)
+                keys += k
+            self.assertEqual(batches, len(dl))
+            self.assertEqual(sorted(keys), files)
+            epochs.append(keys)
+        self.assertNotEqual(epochs[0], epochs[1])
+        self.assertNotEqual(epochs[1], epochs[2])
+        # The first batches of a shuffled ImageFolder mix the classes.
+        self.assertGreater(len({os.path.dirname(k) for k in epochs[0][:8]}), 1)
+        self.assertEqual(dl.state_dict()["epoch"], 3)
+        # set_epoch replays an epoch exactly; another seed gives another order.
+        dl.set_epoch(1)
+        self.assertEqual(keys_of(dl), epochs[1])
+        self.assertNotEqual(keys_of(loader(seed=1)), epochs[0])
+        # Without shuffle: the folder's order, every epoch.
+        plain = loader(shuffle=False)
+        self.assertEqual(keys_of(plain), files)
+        self.assertEqual(keys_of(plain), files)
+
+    def test_ranks_share_each_epoch(self):
+        files = folder_files()
+        for world, drop in [(2, False), (3, False), (3, True)]:
+            for epoch in range(2):
+                counts = collections.Counter()
+                per = []
+                for rank in range(world):
+                    dl = loader(rank=rank, world_size=world, drop_last=drop, batch_size=3)
+                    dl.set_epoch(epoch)
+                    got = keys_of(dl)
+                    per.append(len(got))
+                    counts.update(got)
+                    want = rank_count(len(files), world, drop)
+                    self.assertEqual(len(dl), want // 3 if drop else -(-want // 3))
+                self.assertEqual(len(set(per)), 1, per)
+                missing = [f for f in files if counts[f] == 0]
+                repeats = sum(c - 1 for c in counts.values())
+                if drop:
+                    self.assertEqual(repeats, 0)
+                    self.assertLess(len(missing), world)
+                else:
+                    self.assertEqual(missing, [])
+                    self.assertLess(repeats, world)
+
+    def test_drop_last_drops_the_short_batch(self):
+        dl = loader(batch_size=8, drop_last=True)
+        sizes = [len(k) for _x, _y, k in dl]
+        self.assertEqual(sizes, [8] * (len(folder_files()) // 8))
+        self.assertEqual(len(dl), len(sizes))
+
+    def test_resume_exactly_at_any_batch(self):
+        full = loader()
+        epoch0, epoch1 = keys_of(full), keys_of(full)
+        for cut in [0, 1, 3, len(full) - 1, len(full)]:
+            dl = loader()
+            it = iter(dl)
+            head = []
+            for _ in range(cut):
+                head += next(it)[2]
+            state = json.loads(json.dumps(dl.state_dict()))
+            it.close()
+            again = loader()
+            again.load_state_dict(state)
+            rest = keys_of(again)
+            self.assertEqual(head + rest, epoch0, "cut after %d batches: %s" % (cut, state))
+            self.assertEqual(keys_of(again), epoch1, "the epoch after a resume")
+
+    def test_resume_under_another_world_size(self):
+        files = folder_files()
+        for before, after, steps in [(2, 1, 2), (1, 2, 2), (2, 4, 1)]:
+            counts = collections.Counter()
+            state = None
+            for rank in range(before):
+                dl = loader(rank=rank, world_size=before, batch_size=2)
+                it = iter(dl)
+                for _ in range(steps):
+                    counts.update(next(it)[2])
+                s = dl.state_dict()
+                it.close()
+                if state is not None:
+                    self.assertEqual(s["consumed"], state["consumed"], "ranks at the same step disagree")
+                state = s
+            for rank in range(after):
+                dl = loader(rank=rank, world_size=after, batch_size=2)
+                dl.load_state_dict(state)
+                counts.update(keys_of(dl))
+            self.assertEqual(sorted(counts), files, (before, after))
+            self.assertLess(sum(c - 1 for c in counts.values()), after, (before, after, counts))
+
+    def test_torch_tensors_by_default(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("no torch")
+        dl = psiflow.DataLoader(DATA, batch_size=5, transform=SMALL, psiflow_bin=BIN)
+        x, y = next(iter(dl))
+        self.assertIsInstance(x, torch.Tensor)
+        self.assertEqual(x.dtype, torch.uint8)
+        self.assertEqual(y.dtype, torch.int64)
+        dl.close()
+
+    def test_bad_arguments(self):
+        for kw, msg in [({"transform": {"resize": 0}}, "resize"), ({"transform": {"bogus": 1}}, "bogus"),
+                        ({"batch_size": 0}, "batch_size"), ({"rank": 2, "world_size": 2}, "out of range"),
+                        ({"rank": 1}, "both")]:
+            with self.assertRaisesRegex(ValueError, msg):
+                loader(**kw)
+        state = loader().state_dict()
+        with self.assertRaisesRegex(ValueError, "seed"):
+            loader(seed=5).load_state_dict(state)
+        state["samples"] = 999
+        dl = loader()
+        dl.load_state_dict(state)
+        with self.assertRaisesRegex(psiflow.PsiflowError, "999"):
+            keys_of(dl)
+        with self.assertRaisesRegex(psiflow.PsiflowError, "rank 25 of world size 30"):
+            keys_of(loader(rank=25, world_size=30))

@@ -1,0 +1,33 @@
+package tensor_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/tensor"
+)
+
+// Samples of one shape become batches [n, shape...]; the graph releases the
+// samples once copied and each batch once the sink returns.
+func ExampleCollate() {
+	g := flow.New("collate")
+	var samples []*tensor.Sample
+	for i := range 3 {
+		s := &tensor.Sample{Key: fmt.Sprintf("img%d", i), Label: int64(i % 2)}
+		copy(s.Tensor.ReuseU8(4), []uint8{1, 2, 3, 4})
+		s.Tensor.SetShape(1, 2, 2)
+		samples = append(samples, s)
+	}
+	batches := flow.Via(flow.Batch(flow.FromSlice(g, "samples", samples), "batch", 2, 0), tensor.Collate("collate"))
+	flow.Sink(batches, "print", func(_ context.Context, b *tensor.Batch) error {
+		fmt.Println(b.Keys, b.Labels, b.Tensor.DType, b.Tensor.Shape, b.Size(), "bytes")
+		return nil
+	})
+	if err := g.Run(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// [img0 img1] [0 1] uint8 [2 1 2 2] 8 bytes
+	// [img2] [0] uint8 [1 1 2 2] 4 bytes
+}
