@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -17,8 +18,14 @@ import (
 // ArrowConfig names where an [Arrow] sink writes: exactly one of Path and Socket.
 type ArrowConfig struct {
 	// Path is an Arrow IPC file (the random-access file format, which
-	// source.NewArrowIPC and pyarrow.ipc.open_file read). It is created or truncated.
+	// source.NewArrowIPC and pyarrow.ipc.open_file read). It is written under a
+	// hidden temporary name in the same folder and renamed to Path when the run
+	// ends cleanly; a failure removes it. A file that is already at Path and not
+	// empty is refused unless Overwrite is set.
 	Path string
+	// Overwrite lets a clean end replace a file already at Path (until then the
+	// old file stays as it was).
+	Overwrite bool
 	// Socket is a Unix socket path to listen on; the first client that connects
 	// receives an Arrow IPC stream (pyarrow.ipc.open_stream). The socket file is
 	// removed when the sink closes.
@@ -31,6 +38,8 @@ type Arrow struct {
 	cfg    ArrowConfig
 	ln     *net.UnixListener
 	w      io.WriteCloser // file or connection
+	temp   string         // the file's temporary name
+	failed error
 	layout *tableLayout
 	file   *ipc.FileWriter
 	stream *ipc.Writer
@@ -45,12 +54,7 @@ func NewArrow(cfg ArrowConfig) (*Arrow, error) {
 	}
 	a := &Arrow{cfg: cfg}
 	if cfg.Path != "" {
-		f, err := os.Create(cfg.Path)
-		if err != nil {
-			return nil, fmt.Errorf("sink arrow: %w", err)
-		}
-		a.w = f
-		return a, nil
+		return a, a.createFile(osCreateTemp)
 	}
 	ln, err := listenUnix("unix", cfg.Socket)
 	if err != nil {
@@ -58,6 +62,26 @@ func NewArrow(cfg ArrowConfig) (*Arrow, error) {
 	}
 	a.ln = ln
 	return a, nil
+}
+
+// createFile checks the destination and opens the temporary file with create.
+func (a *Arrow) createFile(create createTemp) error {
+	if fi, err := os.Stat(a.cfg.Path); err == nil {
+		switch {
+		case fi.IsDir():
+			return fmt.Errorf("sink arrow: %s is a folder, not a file", a.cfg.Path)
+		case fi.Size() > 0 && !a.cfg.Overwrite:
+			return refuseNonEmpty("arrow", "file "+a.cfg.Path, []string{fmt.Sprintf("%d bytes", fi.Size())})
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("sink arrow: %w", err)
+	}
+	f, err := create(filepath.Dir(a.cfg.Path), tempPattern(a.cfg.Path))
+	if err != nil {
+		return fmt.Errorf("sink arrow: %s: %w", a.cfg.Path, err)
+	}
+	a.w, a.temp = f, f.Name()
+	return nil
 }
 
 // Accept waits for the socket's client (a file sink returns at once). Consume
@@ -79,6 +103,9 @@ func (a *Arrow) Accept(ctx context.Context) error {
 
 // Consume writes b as one record batch.
 func (a *Arrow) Consume(ctx context.Context, b *tensor.Batch) error {
+	if a.failed != nil {
+		return fmt.Errorf("%w (an earlier write failed)", a.failed)
+	}
 	if err := a.Accept(ctx); err != nil {
 		return err
 	}
@@ -90,7 +117,8 @@ func (a *Arrow) Consume(ctx context.Context, b *tensor.Batch) error {
 		a.layout = l
 		if a.cfg.Path != "" {
 			if a.file, err = ipc.NewFileWriter(a.w, ipc.WithSchema(l.schema)); err != nil {
-				return fmt.Errorf("sink arrow: %s: %w", a.cfg.Path, err)
+				a.failed = fmt.Errorf("sink arrow: %s: %w", a.cfg.Path, err)
+				return a.failed
 			}
 		} else {
 			a.stream = ipc.NewWriter(a.w, ipc.WithSchema(l.schema))
@@ -107,7 +135,8 @@ func (a *Arrow) Consume(ctx context.Context, b *tensor.Batch) error {
 		err = a.stream.Write(rec)
 	}
 	if err != nil {
-		return fmt.Errorf("sink arrow: %s: %w", a.where(), err)
+		a.failed = fmt.Errorf("sink arrow: %s: %w", a.where(), err)
+		return a.failed
 	}
 	return nil
 }
@@ -120,8 +149,10 @@ func (a *Arrow) where() string {
 }
 
 // Close finishes the file (its footer) or the stream (its end marker) and
-// closes it. A file sink with no batch leaves an empty file.
-func (a *Arrow) Close(error) error {
+// closes it. A file is then renamed to its path, unless cause is not nil or a
+// write failed: then it is removed, and a file already at the path stays as it
+// was. A file sink with no batch leaves an empty file.
+func (a *Arrow) Close(cause error) error {
 	a.once.Do(func() {
 		var errs []error
 		if a.file != nil {
@@ -135,6 +166,16 @@ func (a *Arrow) Close(error) error {
 		}
 		if a.ln != nil {
 			errs = append(errs, closeListener(a.ln, a.cfg.Socket))
+		}
+		if a.temp != "" {
+			if err := errors.Join(append(errs, a.failed)...); err != nil || cause != nil {
+				errs = append(errs, discard([]string{a.temp}))
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s is left as it was", a.cfg.Path))
+				}
+			} else {
+				errs = append(errs, commit([]string{a.temp}, []string{a.cfg.Path}))
+			}
 		}
 		if err := errors.Join(errs...); err != nil {
 			a.cerr = fmt.Errorf("sink arrow: %s: %w", a.where(), err)

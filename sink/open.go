@@ -12,7 +12,19 @@ import (
 //	arrow:unix:PATH      an Arrow IPC stream to the first client of a Unix socket
 //	parquet:DIR          a folder of Parquet files
 //	torch:PATH           the PyTorch consumer on a Unix socket (see [Torch])
-func Open(spec string) (Sink, error) {
+//
+// A file or folder that already holds data is refused ([OpenWith] overwrites).
+func Open(spec string) (Sink, error) { return OpenWith(spec, OpenOptions{}) }
+
+// OpenOptions are the choices [OpenWith] passes to the sink it opens.
+type OpenOptions struct {
+	// Overwrite lets arrow:PATH and parquet:DIR replace what is there (see
+	// [ArrowConfig.Overwrite] and [ParquetConfig.Overwrite]).
+	Overwrite bool
+}
+
+// OpenWith is [Open] with options.
+func OpenWith(spec string, o OpenOptions) (Sink, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	need := func() error {
 		if arg == "" {
@@ -33,12 +45,12 @@ func Open(spec string) (Sink, error) {
 		if p, ok := strings.CutPrefix(arg, "unix:"); ok {
 			return NewArrow(ArrowConfig{Socket: p})
 		}
-		return NewArrow(ArrowConfig{Path: arg})
+		return NewArrow(ArrowConfig{Path: arg, Overwrite: o.Overwrite})
 	case "parquet":
 		if err := need(); err != nil {
 			return nil, err
 		}
-		return NewParquet(ParquetConfig{Dir: arg})
+		return NewParquet(ParquetConfig{Dir: arg, Overwrite: o.Overwrite})
 	case "torch":
 		if err := need(); err != nil {
 			return nil, err

@@ -37,6 +37,9 @@ type Torch struct {
 	gone     context.Context
 	setGone  context.CancelCauseFunc
 	readDone chan struct{}
+	// refused is closed when the goroutine that turns away further clients
+	// (started with the first one) has ended.
+	refused chan struct{}
 
 	mu          sync.Mutex
 	outstanding []int64 // bytes held per slot, 0 when free
@@ -129,9 +132,30 @@ func (t *Torch) Accept(ctx context.Context) error {
 	}
 	t.conn = c
 	t.readDone = make(chan struct{})
+	t.refused = make(chan struct{})
 	t.mu.Unlock()
 	go t.readLoop()
+	go t.refuseOthers()
 	return nil
+}
+
+// refuseOthers turns away every client that connects after the first, at once
+// and with a message (Python raises it), until the listener closes: the sink
+// feeds one consumer, and a second one would otherwise wait for the whole run
+// and then see its connection reset.
+func (t *Torch) refuseOthers() {
+	defer close(t.refused)
+	msg, _ := json.Marshal(torchMsg{T: "error", Message: fmt.Sprintf(
+		"psiflow: socket %s already has its consumer: one psiflow serve feeds one client (start one per rank or per DataLoader, each on its own socket)", t.cfg.Socket)})
+	for {
+		c, err := t.ln.AcceptUnix()
+		if err != nil {
+			return // the listener closed
+		}
+		_, _ = c.Write(msg)
+		_ = c.CloseWrite()
+		_ = c.Close()
+	}
 }
 
 // setup maps the ring for batches like b and sends the hello with its descriptor.
@@ -389,6 +413,9 @@ func (t *Torch) Close(cause error) error {
 			t.fd = -1
 		}
 		errs = append(errs, closeListener(t.ln, t.cfg.Socket))
+		if t.refused != nil {
+			<-t.refused
+		}
 		if err := errors.Join(errs...); err != nil {
 			t.cerr = fmt.Errorf("sink torch: closing: %w", err)
 		}

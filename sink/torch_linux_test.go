@@ -348,3 +348,39 @@ func TestTorchSharedBudget(t *testing.T) {
 		t.Errorf("after Close: %d in use, want 0", in)
 	}
 }
+
+// A second client while the first is served is turned away at once with a
+// message saying the socket has its consumer; the first goes on undisturbed.
+func TestTorchSecondClientRefused(t *testing.T) {
+	tr := newTorch(t, 2)
+	errc := make(chan error, 1)
+	first := dialTorch(t, tr.Socket())
+	defer first.close()
+	go func() { errc <- tr.Consume(context.Background(), testBatch(0, 2, 5, 7)) }()
+	m, err := first.next()
+	if err != nil || m.T != "batch" {
+		t.Fatalf("first client: %+v, %v", m, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	second := dialTorch(t, tr.Socket())
+	defer second.close()
+	// No deadline needed to pass: the refusal comes before any batch. A generous
+	// one keeps a regression from hanging the test.
+	_ = second.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	m, err = second.next()
+	if err != nil || m.T != "error" || !strings.Contains(m.Message, "already has its consumer") || !strings.Contains(m.Message, tr.Socket()) {
+		t.Fatalf("second client got %+v, %v; want an error naming the socket", m, err)
+	}
+	if err := first.release(0); err != nil {
+		t.Fatal(err)
+	}
+	go func() { errc <- tr.Consume(context.Background(), testBatch(2, 2, 5, 7)) }()
+	if m, err := first.next(); err != nil || m.T != "batch" || m.Seq != 2 {
+		t.Fatalf("first client after the refusal: %+v, %v", m, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,11 +1,13 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -193,6 +195,10 @@ func (it *tableIter) openFile(i int) (tf tableFile, err error) {
 		}
 	}()
 	tf.f = f
+	if err := checkMagic(f, p, it.d.format); err != nil {
+		f.Close()
+		return tf, err
+	}
 	switch it.d.format {
 	case ArrowIPC:
 		tf.ipc, err = ipc.NewFileReader(f, ipc.WithAllocator(it.mem), ipc.WithBodySizeLimit(it.r.MaxMember))
@@ -478,6 +484,37 @@ func (it *tableIter) Close() error {
 
 // readerAt gives arrow-go io.ReaderAt, io.Reader and io.Seeker over a File,
 // reading synchronously through a Reader.
+// checkMagic reads the first bytes of the table file at p and refuses, by name, a
+// file of the other table format (or an Arrow IPC stream where the random-access
+// file format is read): its footer would otherwise give a message about sizes.
+func checkMagic(f io.ReaderAt, p string, format TableFormat) error {
+	var head [8]byte
+	n, _ := f.ReadAt(head[:], 0)
+	b := head[:n]
+	var what string
+	switch {
+	case bytes.HasPrefix(b, []byte("ARROW1")):
+		what = "an Arrow IPC file (it starts with ARROW1)"
+	case bytes.HasPrefix(b, []byte("PAR1")):
+		what = "a Parquet file (it starts with PAR1)"
+	case bytes.HasPrefix(b, []byte{0xff, 0xff, 0xff, 0xff}):
+		what = "an Arrow IPC stream (it starts with the stream's continuation marker), not the random-access file format"
+	default:
+		return nil // not recognised: the reader says what is wrong
+	}
+	switch {
+	case format == Parquet && !strings.HasPrefix(what, "a Parquet"):
+		return &ReadError{Op: "read parquet file", Path: p, Off: 0, Err: fmt.Errorf("this is %s, not Parquet: read it as Arrow IPC (format: arrow, source.NewArrowIPC) or name it .arrow", what)}
+	case format == ArrowIPC && !strings.HasPrefix(what, "an Arrow IPC file"):
+		fix := "read it as Parquet (format: parquet, source.NewParquet) or name it .parquet"
+		if strings.HasPrefix(what, "an Arrow IPC stream") {
+			fix = "write it with the IPC file writer (pyarrow.ipc.new_file, arrow-go ipc.NewFileWriter)"
+		}
+		return &ReadError{Op: "read arrow file", Path: p, Off: 0, Err: fmt.Errorf("this is %s, not an Arrow IPC file: %s", what, fix)}
+	}
+	return nil
+}
+
 type readerAt struct {
 	mu  sync.Mutex
 	r   Reader

@@ -12,8 +12,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
-
-	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 func TestByteLeaseBudgetAndRefcount(t *testing.T) {
@@ -460,9 +458,7 @@ func TestReclaimedWithoutSource(t *testing.T) {
 		t.Fatalf("intact preemptible chunk: %v", err)
 	}
 	l.Release()
-	if err := u.k.madvise(a.span(0), advisePageout); err != nil {
-		kerneltest.Skip(t, kerneltest.Reclaim, "%v", err)
-	}
+	takeByKernel(t, u, a.span(0))
 	b := newTestBudget(1 << 30)
 	_, err = a.Lease(ctx, 0, 10, b)
 	if !errors.Is(err, ErrNoRehydrate) || !strings.Contains(err.Error(), "nosrc#0") {
@@ -503,9 +499,7 @@ func TestRehydrateMismatchIsAnError(t *testing.T) {
 	if res, err := a.MarkPreemptible(ctx, 1); err != nil || res.Marked != 1 {
 		t.Fatal(res, err)
 	}
-	if err := u.k.madvise(a.span(0), advisePageout); err != nil {
-		kerneltest.Skip(t, kerneltest.Reclaim, "%v", err)
-	}
+	takeByKernel(t, u, a.span(0))
 	flip = true
 	if _, err := a.Lease(ctx, 0, 1, nil); err == nil || !strings.Contains(err.Error(), "differs") {
 		t.Fatalf("re-hydrated bytes that differ were accepted: %v", err)

@@ -32,7 +32,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	access NAME i                  record an access (ledger clock +1 per call)
 //	mark NAME RATIO                MarkPreemptible
 //	evict NAME CHUNKS              EvictTail of CHUNKS chunks' bytes
-//	reclaim NAME i                 the kernel takes the chunk (MADV_PAGEOUT)
+//	reclaim NAME i                 the kernel takes the chunk (Arena.PageOut)
 //	cool NAME                      Cool(0)
 //	postgpu NAME POLICY            PostGPULoad with POLICY
 //	show NAME                      the ledger of NAME
@@ -254,7 +254,8 @@ func (e *scriptEnv) run(t *testing.T, cmd string) string {
 	case "reclaim":
 		a := arena(1)
 		i, _ := strconv.Atoi(f[2])
-		return res(e.u.k.madvise(a.span(i), advisePageout))
+		_, err := a.PageOut(int64(i)*a.ChunkSize(), a.ChunkSize())
+		return res(err)
 	case "cool":
 		return fmt.Sprintf("cooled=%d\n", arena(1).Cool(0))
 	case "postgpu":

@@ -111,3 +111,14 @@ func checkPattern(a *Arena, off int64, b []byte) int64 {
 	}
 	return -1
 }
+
+// takeByKernel makes the kernel take lazily freed (PREEMPTIBLE) pages of b now, as
+// reclaim would, whichever CPU ran their MADV_FREE: MADV_DONTNEED, as
+// [Arena.PageOut] does (MADV_PAGEOUT from another CPU than the MADV_FREE leaves
+// them resident). b must be memory nobody is using.
+func takeByKernel(t testing.TB, u *UMA, b []byte) {
+	t.Helper()
+	if err := u.k.madvise(b, adviseDontNeed); err != nil {
+		t.Fatalf("the kernel taking %d bytes: %v", len(b), err)
+	}
+}

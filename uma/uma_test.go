@@ -8,8 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/psiflow/psiflow/internal/kerneltest"
 )
 
 func TestDefaultChunkSize(t *testing.T) {
@@ -140,9 +138,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := a.MarkPreemptible(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.k.madvise(a.span(1), advisePageout); err != nil {
-		kerneltest.Skip(t, kerneltest.Reclaim, "%v", err)
-	}
+	takeByKernel(t, u, a.span(1))
 	if err := a.Hydrate(ctx, 0, a.Size()); err != nil {
 		t.Fatal(err)
 	}

@@ -350,11 +350,11 @@ func (c *Cache) Close() error {
 	return c.arena.Close()
 }
 
-// PageOut asks the kernel to reclaim the pages of about share of the cache's
-// entries now, the least recently used first, as memory pressure would (madvise
-// MADV_PAGEOUT on lazily freed pages), without telling the cache: the next Get of
-// each such entry finds the loss. It makes reclaim deterministic for tests and
-// benchmarks, and returns the number of entries paged out.
+// PageOut makes the kernel take the pages of about share of the cache's entries
+// now, the least recently used first, as memory pressure would ([uma.Arena.PageOut]),
+// without telling the cache: the next Get of each such entry finds the loss. It makes
+// reclaim deterministic for tests and benchmarks, and returns the number of entries
+// paged out.
 func (c *Cache) PageOut(share float64) (int, error) {
 	c.mu.Lock()
 	want := int(share * float64(len(c.entries)))

@@ -1,0 +1,96 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// outFile is a file a sink writes under a temporary name: Close flushes it to the
+// disk (fsync), so that a full disk shows up here and not after the rename.
+type outFile interface {
+	io.Writer
+	Close() error
+	Name() string
+}
+
+// createTemp makes the temporary file of a sink in dir (its final name's folder,
+// so that the rename is atomic). Tests replace it to inject faults.
+type createTemp func(dir, pattern string) (outFile, error)
+
+func osCreateTemp(dir, pattern string) (outFile, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return syncedFile{f}, nil
+}
+
+// syncedFile is an *os.File whose Close syncs it first.
+type syncedFile struct{ *os.File }
+
+func (f syncedFile) Close() error {
+	serr := f.File.Sync()
+	cerr := f.File.Close()
+	if serr != nil {
+		return fmt.Errorf("fsync %s: %w", f.Name(), serr)
+	}
+	return cerr
+}
+
+// tempPattern is the pattern of the temporary file for final: hidden, in the same
+// folder, with a random suffix.
+func tempPattern(final string) string { return "." + filepath.Base(final) + ".tmp-*" }
+
+// isTemp reports whether name is a sink's temporary file (left by a run that was
+// killed before it could remove it).
+func isTemp(name string) bool { return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-") }
+
+// commit renames each temporary file to its final name and syncs their folder.
+func commit(temps, finals []string) error {
+	var errs []error
+	dirs := map[string]bool{}
+	for i, tmp := range temps {
+		if err := os.Rename(tmp, finals[i]); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		dirs[filepath.Dir(finals[i])] = true
+	}
+	for d := range dirs {
+		if f, err := os.Open(d); err == nil {
+			_ = f.Sync()
+			f.Close()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// discard removes the temporary files of a run that did not end cleanly.
+func discard(temps []string) error {
+	var errs []error
+	for _, tmp := range temps {
+		if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// refuseNonEmpty is the error for a destination that holds data: what is there
+// and how to proceed.
+func refuseNonEmpty(kind, what string, names []string) error {
+	shown := names
+	if len(shown) > 3 {
+		shown = shown[:3]
+	}
+	more := ""
+	if len(names) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(names)-len(shown))
+	}
+	return fmt.Errorf("sink %s: %s is not empty (%s%s): refusing to mix this run's output with what is there; empty it, choose another, or overwrite (the sink's Overwrite option, -overwrite on the launcher)",
+		kind, what, strings.Join(shown, ", "), more)
+}
