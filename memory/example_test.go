@@ -70,5 +70,5 @@ func ExampleBelowFloorError() {
 	fmt.Println(runErr)
 	// Output:
 	// stop true
-	// stopped: the cgroup (memory.max) leaves the loader 30 MiB (limit 256 MiB − others 210 MiB − reserve 16 MiB), below its floor of 40 MiB; stopping rather than risk the co-tenant's OOM kill (-below-floor run runs on at the floor)
+	// stopped: the cgroup (memory.max) leaves the loader 30 MiB (limit 256 MiB − others 210 MiB − reserve 16 MiB), below its floor of 40 MiB; stopping rather than risk the co-tenant's OOM kill (-below-floor pause waits for memory, run runs on at the floor)
 }

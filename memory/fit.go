@@ -79,7 +79,7 @@ var trace = os.Getenv("PSIFLOW_ELASTIC_TRACE") != ""
 func (r *Runtime) setWorkersLocked() {
 	n, decoding := r.workers.Max(), r.cfg.Workers
 	switch lv := r.Level(); {
-	case lv >= pressure.LevelFull || r.fit.on:
+	case lv >= pressure.LevelFull || r.fit.on || r.Paused():
 		n, decoding = 1, 1
 	case lv == pressure.LevelSome:
 		decoding = (r.cfg.Workers + 1) / 2
@@ -96,7 +96,16 @@ func (r *Runtime) setWorkersLocked() {
 type FloorPolicy string
 
 const (
-	// StopBelowFloor (the default) ends the run with a [*BelowFloorError] as soon as
+	// PauseBelowFloor (the default) pauses the loader while the memory the cgroup
+	// leaves it now is below its floor: no new reads (those in flight finish and
+	// are delivered, so nothing is delivered twice or skipped), the budget at its
+	// floor, one decode worker, and what it holds beyond that given back (the spill
+	// pool's free chunks, the Go heap, the shed actions, the program text it does
+	// not run while paused). It resumes once the cgroup leaves it its floor plus a
+	// hysteresis (package pause); its consumer sees a delay, not an error. A pause
+	// longer than Config.PauseTimeout ends the run with a [*BelowFloorError].
+	PauseBelowFloor FloorPolicy = "pause"
+	// StopBelowFloor ends the run with a [*BelowFloorError] as soon as
 	// the memory the cgroup leaves the loader now (not projected) is below its floor:
 	// a loader that cannot shrink further would otherwise take the co-tenant's memory
 	// or, as the OOM killer's first choice, die holding pinned memory that the kernel
@@ -107,29 +116,38 @@ const (
 	RunAtFloor FloorPolicy = "run"
 )
 
-// ParseFloorPolicy parses "stop" or "run".
+// ParseFloorPolicy parses "pause", "stop" or "run".
 func ParseFloorPolicy(s string) (FloorPolicy, error) {
 	switch FloorPolicy(s) {
-	case StopBelowFloor, RunAtFloor:
+	case PauseBelowFloor, StopBelowFloor, RunAtFloor:
 		return FloorPolicy(s), nil
 	}
-	return "", fmt.Errorf("below-floor policy %q: want stop or run", s)
+	return "", fmt.Errorf("below-floor policy %q: want pause, stop or run", s)
 }
 
 // ErrBelowFloor is matched (errors.Is) by every [*BelowFloorError].
 var ErrBelowFloor = errors.New("the cgroup leaves the loader less than its floor")
 
-// BelowFloorError ends a run under [StopBelowFloor]: it names what the cgroup left,
-// who held the rest and the floor.
+// BelowFloorError ends a run under [StopBelowFloor], or under [PauseBelowFloor]
+// after a pause longer than its timeout: it names what the cgroup left, who held
+// the rest and the floor.
 type BelowFloorError struct {
 	Report pressure.HeadroomReport
 	Floor  int64
+	// Paused is how long the loader had been paused (PauseBelowFloor), and
+	// PauseTimeout the timeout it outlasted.
+	Paused, PauseTimeout time.Duration
 }
 
 func (e *BelowFloorError) Error() string {
 	r := e.Report
-	return fmt.Sprintf("stopped: the cgroup (%s) leaves the loader %s (limit %s − others %s − reserve %s), below its floor of %s; stopping rather than risk the co-tenant's OOM kill (-below-floor run runs on at the floor)",
+	left := fmt.Sprintf("the cgroup (%s) leaves the loader %s (limit %s − others %s − reserve %s), below its floor of %s",
 		r.Source, bytesize.Human(r.Current), bytesize.Human(r.Limit), bytesize.Human(r.Others()), bytesize.Human(r.Reserve), bytesize.Human(e.Floor))
+	if e.Paused > 0 {
+		return fmt.Sprintf("stopped after a pause of %v, longer than the pause timeout of %v: %s; stopping rather than risk the co-tenant's OOM kill (-pause-timeout 0 waits without end)",
+			e.Paused.Round(time.Second), e.PauseTimeout, left)
+	}
+	return fmt.Sprintf("stopped: %s; stopping rather than risk the co-tenant's OOM kill (-below-floor pause waits for memory, run runs on at the floor)", left)
 }
 
 // Is makes errors.Is(err, ErrBelowFloor) true.
@@ -138,7 +156,7 @@ func (e *BelowFloorError) Is(target error) bool { return target == ErrBelowFloor
 // belowFloorLocked returns the error that stops the run for rep, or nil. Called with
 // applyMu held.
 func (r *Runtime) belowFloorLocked(rep pressure.HeadroomReport) error {
-	if r.cfg.BelowFloor == RunAtFloor || !rep.Limited || rep.Current >= r.cfg.Floor {
+	if r.cfg.BelowFloor != StopBelowFloor || !rep.Limited || rep.Current >= r.cfg.Floor {
 		return nil
 	}
 	return &BelowFloorError{Report: rep, Floor: r.cfg.Floor}

@@ -36,6 +36,19 @@ func runHelper(mode string) int {
 		}
 		fmt.Printf("%d %s", old, b)
 		return 0
+	case "release-text":
+		if _, err := LockProgramText(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		before := residentFile()
+		freed, err := ReleaseProgramText()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("%d %d %d %d", before, freed, residentFile(), lockedBytes())
+		return 0
 	}
 	return 2
 }

@@ -30,8 +30,15 @@ const (
 	ActionSampleCache = "sample_cache"
 )
 
+// ActionPause pauses the reads below the floor ([PauseBelowFloor]).
+const ActionPause = "pause"
+
+// ActionProgramText unlocks and drops the program text a paused loader does not
+// run ([ReleaseProgramText]); its bytes are what left the loader's resident set.
+const ActionProgramText = "program_text"
+
 // Actions lists every shed action.
-var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache}
+var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache, ActionPause, ActionProgramText}
 
 type metrics struct {
 	runs     *prometheus.CounterVec

@@ -4,8 +4,12 @@ package memory
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -55,4 +59,75 @@ func TestLockProgramText(t *testing.T) {
 		}
 	}
 	t.Fatal("no VmLck line in /proc/self/status")
+}
+
+// lockedBytes returns VmLck of /proc/self/status in bytes.
+func lockedBytes() int64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmLck:"); ok {
+			v, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			return v << 10
+		}
+	}
+	return -1
+}
+
+// ReleaseProgramText, in a child run from a clean (written back) copy of the test
+// binary: a freshly linked binary's pages are dirty, and dirty pages are not
+// dropped at once. The child locks its text, releases it, and reports: its
+// resident file pages must fall by most of what it freed, and its mappings must be
+// locked again (as faulted in from then on).
+func TestReleaseProgramText(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := filepath.Join(t.TempDir(), "memory.test")
+	if err := copyFile(exe, clean); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(clean, "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=release-text")
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && (strings.Contains(string(ee.Stderr), "operation not permitted") || strings.Contains(string(ee.Stderr), "cannot allocate memory")) {
+		t.Skipf("the host refuses to lock program text: %s", ee.Stderr)
+	}
+	if err != nil {
+		t.Fatalf("helper: %v: %s", err, out)
+	}
+	var before, freed, after, locked int64
+	if _, err := fmt.Sscan(string(out), &before, &freed, &after, &locked); err != nil {
+		t.Fatalf("helper printed %q: %v", out, err)
+	}
+	t.Logf("resident file pages %d KiB → %d KiB (freed %d KiB), VmLck %d KiB", before>>10, after>>10, freed>>10, locked>>10)
+	if freed < 1<<20 || after > before-freed/2 {
+		t.Errorf("resident file pages %d → %d bytes, freed %d: want at least 1 MiB dropped", before, after, freed)
+	}
+	if locked <= 0 {
+		t.Errorf("VmLck %d after the release: want the mappings locked again as faulted in", locked)
+	}
+}
+
+// copyFile copies src to dst (executable) and writes it back to the disk.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

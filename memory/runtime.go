@@ -14,6 +14,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/umabuf"
@@ -92,8 +93,15 @@ type Config struct {
 	// Floor, BudgetFloor and Max come from the fields above.
 	Headroom pressure.HeadroomConfig
 	// BelowFloor is what the loader does when the cgroup leaves it less than Floor
-	// (Elastic): [StopBelowFloor] (the default) or [RunAtFloor].
+	// (Elastic): [PauseBelowFloor] (the default), [StopBelowFloor] or [RunAtFloor].
 	BelowFloor FloorPolicy
+	// PauseTimeout ends a pause below the floor that lasted longer with a
+	// [*BelowFloorError] (PauseBelowFloor): 0 is [pause.DefaultTimeout] (10
+	// minutes), [pause.Forever] (any negative value) never.
+	PauseTimeout time.Duration
+	// OnPause, if set, is told of every pause, resume and pause timeout, after
+	// Info has its line (from the headroom sampler's goroutine; it must not block).
+	OnPause func(pause.Event)
 	// Process are the actions on the whole process (Elastic): off unless asked
 	// for, since a library must not change the program it runs in; the launcher
 	// turns them all on ([LauncherProcess]).
@@ -145,6 +153,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("memory: %w", err)
 		}
 	}
+	if c.PauseTimeout != 0 && c.BelowFloor != "" && c.BelowFloor != PauseBelowFloor {
+		return fmt.Errorf("memory: a pause timeout (%v) with below-floor policy %s: it is for %s", c.PauseTimeout, c.BelowFloor, PauseBelowFloor)
+	}
 	return nil
 }
 
@@ -166,6 +177,13 @@ type Runtime struct {
 	workers *Workers
 	m       *metrics
 
+	// Pausing below the floor (PauseBelowFloor): the decision, the gate in front
+	// of the pressure gate, its metrics, and what a pause did so far (applyMu).
+	pc         *pause.Controller
+	pg         *pause.Gate
+	unregPause func()
+	paused     pauseState
+
 	level    atomic.Int32
 	headGoal atomic.Int64            // the budget the headroom asks for
 	goFit    atomic.Int64            // the Go memory limit the allowance leaves (0: none yet)
@@ -185,6 +203,9 @@ type Runtime struct {
 func New(cfg Config) (_ *Runtime, err error) {
 	if cfg.Mode == "" {
 		cfg.Mode = Elastic
+	}
+	if cfg.BelowFloor == "" {
+		cfg.BelowFloor = PauseBelowFloor
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -267,6 +288,11 @@ func New(cfg Config) (_ *Runtime, err error) {
 			r.th.gate.OnShed(ActionGoHeap, r.shedHeap)
 		}
 	}
+	if cfg.Mode == Elastic && cfg.BelowFloor == PauseBelowFloor {
+		if err := r.newPause(); err != nil {
+			return nil, err
+		}
+	}
 	if r.head != nil {
 		// A first sample now: the first graph starts with the right budget.
 		if rep, err := r.head.Update(); err == nil {
@@ -335,10 +361,14 @@ func (r *Runtime) Mode() Mode { return r.cfg.Mode }
 // Budget returns the byte budget shared by the runtime's graphs (flow.Runtime).
 func (r *Runtime) Budget() *flow.Budget { return r.budget }
 
-// Gate returns the pressure gate the graphs' sources take permits from
-// (flow.Runtime), nil without Pressure.
+// Gate returns the gate the graphs' sources take permits from (flow.Runtime): the
+// pressure gate (with Pressure) behind the pause gate (PauseBelowFloor), either,
+// or nil for neither.
 func (r *Runtime) Gate() flow.Gate {
-	if r.th == nil {
+	switch {
+	case r.pg != nil:
+		return r.pg
+	case r.th == nil:
 		return nil
 	}
 	return r.th.gate
@@ -513,11 +543,15 @@ func (r *Runtime) applyHeadroom(rep pressure.HeadroomReport) {
 	}()
 	r.headGoal.Store(rep.Budget)
 	r.m.allow.Set(float64(rep.Allowance))
+	var ev pause.Event
+	var changed bool
 	if r.cfg.Mode == Elastic {
 		r.applyMu.Lock()
 		r.fitLocked(rep)
 		if r.stopErr == nil {
-			if err := r.belowFloorLocked(rep); err != nil {
+			if r.pc != nil {
+				ev, changed = r.pauseLocked(rep)
+			} else if err := r.belowFloorLocked(rep); err != nil {
 				r.stopErr = err
 				if r.stopRun != nil {
 					r.stopRun(err)
@@ -526,15 +560,24 @@ func (r *Runtime) applyHeadroom(rep pressure.HeadroomReport) {
 		}
 		r.applyMu.Unlock()
 	}
-	if rep.BelowFloor {
+	if rep.BelowFloor || r.Paused() {
 		r.m.below.Set(1)
 	} else {
 		r.m.below.Set(0)
 	}
-	if msg := rep.Message(r.cfg.Floor); msg != "" {
-		r.info("%s", msg)
-	}
 	r.applyBudget()
+	switch {
+	case changed:
+		// The pause lines say it all: no second line for the same crossing.
+		r.info("%s", ev.Message())
+		if r.cfg.OnPause != nil {
+			r.cfg.OnPause(ev)
+		}
+	case r.pc == nil:
+		if msg := rep.Message(r.cfg.Floor); msg != "" {
+			r.info("%s", msg)
+		}
+	}
 }
 
 // applyBudget sets the budget from the headroom's goal and the level: the floor at
@@ -546,7 +589,7 @@ func (r *Runtime) applyBudget() {
 		return
 	}
 	goal := r.headGoal.Load()
-	if r.Level() >= pressure.LevelFull {
+	if r.Level() >= pressure.LevelFull || r.Paused() {
 		goal = r.cfg.BudgetFloor
 	}
 	before := r.budget.Limit()
@@ -664,6 +707,13 @@ func (r *Runtime) Close() error {
 	}
 	if r.m != nil {
 		r.m.unregister()
+	}
+	if r.unregPause != nil {
+		r.unregPause()
+		r.unregPause = nil
+	}
+	if r.pg != nil {
+		r.pg.Resume() // nothing waits on a closed runtime
 	}
 	return errors.Join(errs...)
 }

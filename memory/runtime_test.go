@@ -201,7 +201,7 @@ func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {
 	var mu sync.Mutex
 	var infos []string
 	before := debug.SetMemoryLimit(-1)
-	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 4,
+	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 4, BelowFloor: RunAtFloor,
 		Registerer: reg, Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, Process: ProcessActions{GoMemoryLimit: true},
 		Info: func(s string) { mu.Lock(); infos = append(infos, s); mu.Unlock() }})
 	if err != nil {
@@ -358,7 +358,7 @@ func TestRuntimeStopsBelowFloor(t *testing.T) {
 	for _, tt := range []struct {
 		policy   FloorPolicy
 		wantStop bool
-	}{{"", true}, {StopBelowFloor, true}, {RunAtFloor, false}} {
+	}{{StopBelowFloor, true}, {RunAtFloor, false}} {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			mem := &fakeMemory{at: time.Unix(1000, 0), others: 10 * mib}
 			rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2, BelowFloor: tt.policy,

@@ -68,8 +68,10 @@ type Resources struct {
 	// MemoryMode is the memory runtime's mode: elastic (the budget follows the
 	// cgroup's headroom, memory is given back under pressure) or fixed.
 	MemoryMode memory.Mode
-	// BelowFloor is what an elastic loader does below its floor: stop or run.
-	BelowFloor memory.FloorPolicy
+	// BelowFloor is what an elastic loader does below its floor: pause, stop or
+	// run; PauseTimeout ends a pause that lasted longer (0: never).
+	BelowFloor   memory.FloorPolicy
+	PauseTimeout time.Duration
 }
 
 // Pipeline is a validated pipeline file, ready to [Run].
@@ -113,7 +115,8 @@ var resourceParams = []Param{
 	IntParam("queue", 4, 1, 1<<16, "default queue size (elements) of every edge"),
 	EnumParam("pressure", "gate", []string{"gate", "off"}, "gate the source on the cgroup's memory pressure (PSI, vmpressure or polling)"),
 	EnumParam("memory_mode", "elastic", []string{"elastic", "fixed"}, "the memory runtime: elastic (the budget follows the cgroup's headroom between the pipeline's floor and budget, memory is given back under pressure) or fixed (the budget as given, nothing given back)"),
-	EnumParam("below_floor", "stop", []string{"stop", "run"}, "elastic, when the cgroup leaves the loader less than its floor: stop (exit status 3, naming the memory left) or run (on at the floor)"),
+	EnumParam("below_floor", "pause", []string{"pause", "stop", "run"}, "elastic, when the cgroup leaves the loader less than its floor: pause (no reads until the memory is back; the consumer waits), stop (exit status 3, naming the memory left) or run (on at the floor)"),
+	DurationParam("pause_timeout", 10*time.Minute, 0, 24*time.Hour, "below_floor pause: a pause longer than this ends the run with exit status 3; 0: wait without end"),
 	EnumParam("device", "cpu", []string{"cpu"}, "where batches go; only cpu for now"),
 }
 

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml/ast"
 
 	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/memory/pause"
 )
 
 // Options configure [Load] and [Parse].
@@ -389,6 +391,7 @@ func (l *loader) validate() *Pipeline {
 		Memory: res.Int("memory"), MemoryHigh: res.Int("memory_high"), CPUs: res.Float("cpus"), Pids: res.Int("pids"),
 		Budget: res.Int("budget"), Queue: int(res.Int("queue")), Pressure: res.String("pressure") == "gate", Device: res.String("device"),
 		MemoryMode: memory.Mode(res.String("memory_mode")), BelowFloor: memory.FloorPolicy(res.String("below_floor")),
+		PauseTimeout: pauseTimeout(res.Duration("pause_timeout")),
 	}
 	if l.source == nil {
 		l.add(l.src.errAt(posOf(l.src, l.rootAt.node), "no source: (kinds: %s)", oneOf(l.reg.kindNames(SourceRole))))
@@ -546,4 +549,13 @@ func (l *loader) convertHint(from, to string) string {
 		return ""
 	}
 	return "; put a " + strings.Join(via, " or ") + " stage between them"
+}
+
+// pauseTimeout turns resources.pause_timeout into the runtime's: 0 (wait without
+// end) is pause.Forever.
+func pauseTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return pause.Forever
+	}
+	return d
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines/progress"
 )
 
@@ -33,6 +34,9 @@ type Hooks struct {
 	Runtime func(*memory.Runtime)
 	// Info receives one line for each choice made at start (budget, reader, decoder).
 	Info func(string)
+	// OnPause, when set, is told of every pause below the floor, resume and pause
+	// timeout of the memory runtime (after Info has its line).
+	OnPause func(pause.Event)
 	// Skipped receives every input a node skipped as bad (a tar shard's rest, a
 	// member), named by err; without it the skips are only counted
 	// (Summary.Skipped, psiflow_stage_skipped_total).

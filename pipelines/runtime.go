@@ -24,9 +24,12 @@ func newRuntime(p *Pipeline, hooks Hooks) (*memory.Runtime, error) {
 		mode = memory.Elastic
 	}
 	cfg := memory.Config{Mode: mode, Pressure: res.Pressure, MaxBudget: res.Budget, Workers: decodeWorkers(p),
-		ReadRegistered: p.Source.Config.Int("read_buffers"), BelowFloor: res.BelowFloor,
+		ReadRegistered: p.Source.Config.Int("read_buffers"), BelowFloor: res.BelowFloor, OnPause: hooks.OnPause,
 		Registerer: hooks.Registerer, Info: hooks.Info, Process: hooks.Process}
 	if mode == memory.Elastic {
+		if cfg.BelowFloor == "" || cfg.BelowFloor == memory.PauseBelowFloor {
+			cfg.PauseTimeout = res.PauseTimeout
+		}
 		if cfg.MaxBudget <= 0 {
 			b, from, err := memory.DefaultByteBudget(0)
 			if err != nil {

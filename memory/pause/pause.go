@@ -58,8 +58,12 @@ type Reading struct {
 	// Current is what the loader may hold now: limit − others − reserve (it can be
 	// negative).
 	Current int64
-	// Limit, Others and Reserve explain Current in messages.
+	// Limit, Others and Reserve explain Current in messages: Current = Limit −
+	// Others − Reserve.
 	Limit, Others, Reserve int64
+	// Projected says that Others is what the others are expected to hold a moment
+	// ahead (they are growing), not what they hold now.
+	Projected bool
 }
 
 // Kind is what a reading changed.
@@ -101,8 +105,12 @@ type Event struct {
 // Message is the line to show for the event.
 func (e Event) Message() string {
 	r := e.Reading
-	left := fmt.Sprintf("the cgroup leaves the loader %s (limit %s − others %s − reserve %s)",
-		bytesize.Human(r.Current), bytesize.Human(r.Limit), bytesize.Human(r.Others), bytesize.Human(r.Reserve))
+	others := "others"
+	if r.Projected {
+		others = "others growing to"
+	}
+	left := fmt.Sprintf("the cgroup leaves the loader %s (limit %s − %s %s − reserve %s)",
+		bytesize.Human(r.Current), bytesize.Human(r.Limit), others, bytesize.Human(r.Others), bytesize.Human(r.Reserve))
 	switch e.Kind {
 	case Paused:
 		until := "it waits without end (pause timeout 0)"

@@ -39,6 +39,8 @@ const (
 	folderEnv        = "PSIFLOW_LOADER_FOLDER"
 	modeEnv          = "PSIFLOW_LOADER_MODE"
 	noGateEnv        = "PSIFLOW_LOADER_NO_GATE"
+	// policyEnv sets the loader's below-floor policy (default: pause).
+	policyEnv = "PSIFLOW_LOADER_BELOW_FLOOR"
 	// controlEnv set to "fixed" runs the test's loader as psiflow before issue 9
 	// (-memory fixed -pressure=false), by hand, to see the test fail without the
 	// elastic runtime.
@@ -61,6 +63,7 @@ func loaderChild() error {
 		c.Memory = memory.Mode(m)
 	}
 	c.Pressure = os.Getenv(noGateEnv) == ""
+	c.BelowFloor = memory.FloorPolicy(os.Getenv(policyEnv))
 	ctx, cancel := context.WithTimeout(context.Background(), helperLifetime)
 	defer cancel()
 	sum, err := Run(ctx, c, Hooks{Info: func(s string) { fmt.Fprintln(os.Stderr, "loader:", s) }})
@@ -255,9 +258,10 @@ func newLimitedGroup(t *testing.T, limit int64) (*cgroup.Group, string) {
 
 // TestCotenantAt85PercentStopsLoader: 256 MiB cgroup, a co-tenant holding 85% of
 // it (about 38 MiB left after the reserve is below the loader's floor). The elastic
-// loader, started beside it, must stop at once with a message that names the memory
-// left and its floor, and the co-tenant must be untouched (oom_kill unchanged, its
-// memory intact when released). Not asserted: time.
+// loader under -below-floor stop, started beside it, must stop at once with a
+// message that names the memory left and its floor, and the co-tenant must be
+// untouched (oom_kill unchanged, its memory intact when released). Not asserted:
+// time. (The default, pausing, is TestCotenantSpikePausesLoader's.)
 func TestCotenantAt85PercentStopsLoader(t *testing.T) {
 	skipUnlessRealCotenant(t)
 	const limit = 256 << 20
@@ -278,7 +282,7 @@ func TestCotenantAt85PercentStopsLoader(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the co-tenant never reached its share")
 	}
-	loader := startChild(t, g, "loader", folderEnv+"="+filepath.Dir(dir))
+	loader := startChild(t, g, "loader", folderEnv+"="+filepath.Dir(dir), policyEnv+"=stop")
 	select {
 	case <-loader.done:
 	case <-time.After(2 * time.Minute):

@@ -15,6 +15,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
@@ -85,9 +86,13 @@ type Config struct {
 	// (with Memory set).
 	Pressure bool
 	// BelowFloor is what an elastic loader does when its cgroup leaves it less
-	// than its floor ([FloorOf]): [memory.StopBelowFloor] ("" too) ends the run
-	// with a [memory.BelowFloorError], [memory.RunAtFloor] runs on at the floor.
+	// than its floor ([FloorOf]): [memory.PauseBelowFloor] ("" too) pauses its
+	// reads until the memory is back, [memory.StopBelowFloor] ends the run with a
+	// [memory.BelowFloorError], [memory.RunAtFloor] runs on at the floor.
 	BelowFloor memory.FloorPolicy
+	// PauseTimeout ends a pause below the floor that lasted longer with a
+	// [memory.BelowFloorError]: 0 is 10 minutes, pause.Forever never.
+	PauseTimeout time.Duration
 	// Process are the memory runtime's actions on the whole process (the OOM
 	// preference, the locked program text, the Go memory limit): off by default
 	// for a library, all on in the launcher ([memory.LauncherProcess]).
@@ -204,6 +209,9 @@ type Hooks struct {
 	Consume func(ctx context.Context, b *tensor.Batch) error
 	// Info receives one line for each choice made at start (reader, decoder, buffers).
 	Info func(string)
+	// OnPause, when set, is told of every pause below the floor, resume and pause
+	// timeout of the memory runtime (after Info has its line).
+	OnPause func(pause.Event)
 	// Progress, when not nil, is called about every Interval from another goroutine
 	// that ends before Run returns.
 	Progress func(progress.Snapshot)

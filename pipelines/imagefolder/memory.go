@@ -57,7 +57,7 @@ func FloorOf(cfg Config, paths []string) (Floor, error) {
 func newRuntime(cfg Config, files *source.Files, hooks Hooks) (*memory.Runtime, error) {
 	ec := memory.Config{Mode: cfg.Memory, Pressure: cfg.Pressure, Workers: cfg.Workers, MaxBudget: cfg.Budget,
 		ReadRegistered: cfg.ReadBuffers, Registerer: hooks.Registerer, Info: hooks.Info,
-		BelowFloor: cfg.BelowFloor, Process: cfg.Process}
+		BelowFloor: cfg.BelowFloor, PauseTimeout: cfg.PauseTimeout, OnPause: hooks.OnPause, Process: cfg.Process}
 	if cfg.Memory == memory.Elastic {
 		f, err := FloorOf(cfg, files.Paths())
 		if err != nil {

@@ -1,0 +1,143 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/memory/pause"
+	"github.com/psiflow/psiflow/pressure"
+)
+
+// pauseShedEvery bounds how often a paused loader gives memory back again.
+const pauseShedEvery = 500 * time.Millisecond
+
+// pauseState is what a paused runtime remembers (under applyMu).
+type pauseState struct {
+	lastShed     time.Time // last round of giving back
+	textReleased bool      // the program text was released in this pause
+}
+
+// newPause makes the pause controller and gate of an Elastic runtime under
+// [PauseBelowFloor]; inner is the pressure gate (nil without Pressure).
+func (r *Runtime) newPause() error {
+	pc, err := pause.New(pause.Config{Floor: r.cfg.Floor, Timeout: r.cfg.PauseTimeout})
+	if err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	r.pc = pc
+	if r.th != nil {
+		r.pg = pause.NewGate(r.th.gate)
+	} else {
+		r.pg = pause.NewGate(nil)
+	}
+	if r.cfg.Registerer != nil {
+		if r.unregPause, err = pause.Register(r.cfg.Registerer, pc); err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
+	}
+	timeout := "without end (pause timeout 0)"
+	if t := pc.Config().Timeout; t > 0 {
+		timeout = fmt.Sprintf("for at most %v", t)
+	}
+	r.info("below its floor of %s the loader pauses %s and resumes at %s",
+		bytesize.Human(r.cfg.Floor), timeout, bytesize.Human(r.cfg.Floor+pc.Config().Hysteresis))
+	return nil
+}
+
+// pauseLocked follows one report under [PauseBelowFloor]: it pauses or resumes the
+// reads, gives memory back while paused, and ends the run when a pause outlasts the
+// timeout. It returns the event to announce (after applyMu is released), if any.
+// Called with applyMu held.
+func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) (pause.Event, bool) {
+	if !rep.Limited {
+		return pause.Event{}, false
+	}
+	ev, ok := r.pc.Observe(pauseReading(rep))
+	if ok {
+		switch ev.Kind {
+		case pause.Paused:
+			r.pg.Pause()
+			r.paused = pauseState{}
+			r.m.ran(ActionPause, 0)
+		case pause.Resumed:
+			r.pg.Resume()
+			if r.rb != nil {
+				r.rb.SetPressure(r.Level() >= pressure.LevelSome)
+			}
+		case pause.TimedOut:
+			r.stopErr = &BelowFloorError{Report: rep, Floor: r.cfg.Floor, Paused: ev.Lasted, PauseTimeout: ev.Timeout}
+			if r.stopRun != nil {
+				r.stopRun(r.stopErr)
+			}
+		}
+		r.setWorkersLocked()
+	}
+	if r.pc.Paused() {
+		r.shedPausedLocked()
+	}
+	return ev, ok
+}
+
+// pauseReading is what the pause decides on: what the cgroup leaves the loader now
+// or, while the others grow, what it will leave a second ahead (the headroom's
+// projection), whichever is less. Pausing on the projection starts giving memory
+// back while a trainer's peak rises, before the peak leaves too little to give it
+// back in; a pause the projection started without need is short, since the loader
+// resumes as soon as the growth stops and the memory is there.
+func pauseReading(rep pressure.HeadroomReport) pause.Reading {
+	r := pause.Reading{At: rep.At, Current: rep.Current, Limit: rep.Limit, Others: rep.Others(), Reserve: rep.Reserve}
+	if rep.Allowance < rep.Current {
+		r.Current, r.Projected = rep.Allowance, true
+		r.Others = rep.Limit - rep.Reserve - rep.Allowance
+	}
+	return r
+}
+
+// shedPausedLocked gives back what a paused loader holds beyond what it cannot
+// give: new reads go to the spill pool, whose free chunks go back to the kernel;
+// the Go heap's free pages go back; the shed actions registered on the gate run
+// (the sample cache gives back its coldest part each time); and, once per pause,
+// the program text not run since is unlocked and dropped ([ReleaseProgramText]).
+// At most every pauseShedEvery. Called with applyMu held.
+func (r *Runtime) shedPausedLocked() {
+	if time.Since(r.paused.lastShed) < pauseShedEvery {
+		return
+	}
+	r.paused.lastShed = time.Now()
+	if r.rb != nil {
+		r.rb.SetPressure(true)
+		if n, err := r.rb.ReleaseSpill(); err == nil {
+			r.m.ran(ActionUMAIdle, n)
+		}
+	}
+	if r.th != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), pauseShedEvery)
+		if err := r.th.gate.Shed(ctx); err != nil {
+			r.info("paused: a shed action failed: %v", err)
+		}
+		cancel()
+	}
+	r.freeHeap()
+	if r.cfg.Process.LockText && !r.paused.textReleased {
+		r.paused.textReleased = true
+		n, err := ReleaseProgramText()
+		r.m.ran(ActionProgramText, n)
+		if err != nil {
+			r.info("paused: %v", err)
+		}
+	}
+}
+
+// PauseStats returns how often the loader paused below its floor and for how long
+// in all, the pause in progress included (0, 0 unless [PauseBelowFloor]).
+func (r *Runtime) PauseStats() (pauses int, paused time.Duration) {
+	if r.pc == nil {
+		return 0, 0
+	}
+	return r.pc.Stats(time.Now())
+}
+
+// Paused reports whether the loader is paused now.
+func (r *Runtime) Paused() bool { return r.pc != nil && r.pc.Paused() }

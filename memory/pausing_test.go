@@ -1,0 +1,249 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/memory/pause"
+	"github.com/psiflow/psiflow/pressure"
+)
+
+// waitFor polls cond every 10 ms until it holds or a generous deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 30 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// pauseRecorder collects a runtime's Info lines and pause events.
+type pauseRecorder struct {
+	mu     sync.Mutex
+	infos  []string
+	events []pause.Kind
+}
+
+func (p *pauseRecorder) info(s string) { p.mu.Lock(); p.infos = append(p.infos, s); p.mu.Unlock() }
+func (p *pauseRecorder) onPause(ev pause.Event) {
+	p.mu.Lock()
+	p.events = append(p.events, ev.Kind)
+	p.mu.Unlock()
+}
+
+func (p *pauseRecorder) kinds() []pause.Kind {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]pause.Kind(nil), p.events...)
+}
+
+func (p *pauseRecorder) saw(sub string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.infos {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRuntimePausesBelowFloor: the default policy. A co-tenant that leaves the
+// loader less than its floor pauses the reads (the source waits at the gate, the
+// consumer sees no error); once it leaves the floor plus the hysteresis the reads
+// resume, and every item arrives once, in order. Asserted on events and counts.
+func TestRuntimePausesBelowFloor(t *testing.T) {
+	const n = 5000
+	mem := &fakeMemory{at: time.Unix(1000, 0), others: 10 * mib}
+	reg := prometheus.NewRegistry()
+	rec := &pauseRecorder{}
+	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 4, Registerer: reg,
+		Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, Info: rec.info, OnPause: rec.onPause})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g := flow.New("numbers", flow.WithRuntime(rt))
+	var emitted atomic.Int64
+	src := flow.Source(g, "numbers", func(ctx context.Context, out *flow.Emitter[int]) error {
+		for i := range n {
+			if err := out.Emit(ctx, i); err != nil {
+				return err
+			}
+			emitted.Add(1)
+		}
+		return nil
+	})
+	var got []int
+	flow.Sink(src, "consume", func(ctx context.Context, v int) error {
+		got = append(got, v)
+		if len(got) == 100 {
+			mem.set(210 * mib) // 256 − 210 − 16 = 30 MiB < the 40 MiB floor
+			// Hold the consumer until the pause, so that the source is still
+			// emitting when it comes.
+			for len(rec.kinds()) == 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	pg := rt.Gate().(*pause.Gate)
+	waitFor(t, "pause with the source waiting at the gate", func() bool {
+		k := rec.kinds()
+		return len(k) == 1 && k[0] == pause.Paused && pg.Waiting() == 1
+	})
+	if e := emitted.Load(); e >= n {
+		t.Fatalf("all %d items emitted through a paused gate", e)
+	}
+	if rt.Budget().Limit() != 16*mib || rt.Workers().Limit() != 1 {
+		t.Errorf("paused: budget %d, workers %d; want the budget floor and one worker", rt.Budget().Limit(), rt.Workers().Limit())
+	}
+	if v := testutil.ToFloat64(rt.m.below); v != 1 {
+		t.Errorf("psiflow_elastic_below_floor = %v while paused, want 1", v)
+	}
+	// 30 MiB now, or 20 MiB projected a second ahead (the others grew by 200 MiB
+	// in one sample): either names what is left and the floor.
+	if !rec.saw("paused: the cgroup leaves the loader 30 MiB (limit 256 MiB − others 210 MiB") &&
+		!rec.saw("paused: the cgroup leaves the loader 20 MiB (limit 256 MiB − others growing to 220 MiB") {
+		t.Errorf("no pause line naming the memory left: %q", rec.infos)
+	}
+	if !rec.saw("below its floor of 40 MiB: no reads until it leaves 50 MiB") {
+		t.Errorf("no pause line naming the floor and the resume point: %q", rec.infos)
+	}
+	mem.set(10 * mib) // 256 − 10 − 16 = 230 MiB ≥ 40 + 10
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v, want the consumer to see a delay, not an error", err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d items delivered, want %d", len(got), n)
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("item %d is %d: want every item once, in order", i, v)
+		}
+	}
+	if k := rec.kinds(); len(k) != 2 || k[0] != pause.Paused || k[1] != pause.Resumed {
+		t.Errorf("pause events %v, want paused then resumed", k)
+	}
+	if !rec.saw("resumed after a pause of") {
+		t.Errorf("no resume line: %q", rec.infos)
+	}
+	if pauses, d := rt.PauseStats(); pauses != 1 || d <= 0 {
+		t.Errorf("PauseStats = %d, %v; want one pause of some length", pauses, d)
+	}
+	if v := rt.ShedRuns()[ActionPause]; v != 1 {
+		t.Errorf("shed action pause ran %v times, want 1", v)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "psiflow_pauses_total":
+			found++
+			if v := mf.GetMetric()[0].GetCounter().GetValue(); v != 1 {
+				t.Errorf("psiflow_pauses_total = %v, want 1", v)
+			}
+		case "psiflow_paused_seconds_total":
+			found++
+			if v := mf.GetMetric()[0].GetCounter().GetValue(); v <= 0 {
+				t.Errorf("psiflow_paused_seconds_total = %v, want > 0", v)
+			}
+		case "psiflow_paused":
+			found++
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 0 {
+				t.Errorf("psiflow_paused = %v after the resume, want 0", v)
+			}
+		}
+	}
+	if found != 3 {
+		t.Errorf("%d of the 3 pause metrics registered", found)
+	}
+}
+
+// TestRuntimePauseTimeout: a pause longer than the timeout ends the run with the
+// below-floor error, naming the pause; and every later graph of the runtime too.
+func TestRuntimePauseTimeout(t *testing.T) {
+	mem := &fakeMemory{at: time.Unix(1000, 0), others: 10 * mib}
+	rec := &pauseRecorder{}
+	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2,
+		// The fake clock moves 10 s per sample: the second sample of a pause outlasts 15 s.
+		PauseTimeout: 15 * time.Second,
+		Headroom:     pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, Info: rec.info, OnPause: rec.onPause})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g := flow.New("endless", flow.WithRuntime(rt))
+	src := flow.Source(g, "numbers", func(ctx context.Context, out *flow.Emitter[int]) error {
+		for i := 0; ; i++ {
+			if err := out.Emit(ctx, i); err != nil {
+				return err
+			}
+		}
+	})
+	var delivered int
+	flow.Sink(src, "consume", func(context.Context, int) error {
+		if delivered++; delivered == 100 {
+			mem.set(210 * mib)
+		}
+		return nil
+	})
+	err = g.Run(ctx)
+	var bfe *BelowFloorError
+	if !errors.As(err, &bfe) || !errors.Is(err, ErrBelowFloor) || bfe.Paused <= 15*time.Second {
+		t.Fatalf("Run = %v, want a BelowFloorError after a pause of more than 15 s", err)
+	}
+	if !strings.Contains(err.Error(), "stopped after a pause of") || !strings.Contains(err.Error(), "pause timeout of 15s") || !strings.Contains(err.Error(), "leaves the loader 30 MiB") {
+		t.Errorf("message %q does not name the pause, its timeout and the memory left", err)
+	}
+	if k := rec.kinds(); len(k) != 2 || k[0] != pause.Paused || k[1] != pause.TimedOut {
+		t.Errorf("events %v, want paused then timed out", k)
+	}
+	g2 := flow.New("next", flow.WithRuntime(rt))
+	flow.Sink(flow.FromSlice(g2, "items", []int{1}), "consume", func(context.Context, int) error { return nil })
+	if err := g2.Run(ctx); !errors.Is(err, ErrBelowFloor) {
+		t.Fatalf("next graph: Run = %v, want ErrBelowFloor again", err)
+	}
+}
+
+func TestRuntimePauseConfig(t *testing.T) {
+	base := Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2}
+	c := base
+	c.BelowFloor, c.PauseTimeout = StopBelowFloor, time.Minute
+	if err := c.Validate(); err == nil {
+		t.Error("a pause timeout with the stop policy validated")
+	}
+	for _, s := range []string{"pause", "stop", "run"} {
+		if p, err := ParseFloorPolicy(s); err != nil || string(p) != s {
+			t.Errorf("ParseFloorPolicy(%q) = %q, %v", s, p, err)
+		}
+	}
+	if _, err := ParseFloorPolicy("wait"); err == nil || !strings.Contains(err.Error(), "pause, stop or run") {
+		t.Errorf("ParseFloorPolicy(wait) = %v", err)
+	}
+}

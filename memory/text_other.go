@@ -1,0 +1,10 @@
+//go:build !linux
+
+package memory
+
+import "errors"
+
+// ReleaseProgramText needs Linux (madvise and mlock2 on the program's mappings).
+func ReleaseProgramText() (int64, error) {
+	return 0, errors.New("memory: release program text: needs Linux")
+}
