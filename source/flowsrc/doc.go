@@ -22,4 +22,11 @@
 // datasets) or min(QueueDepth, 8) chunks (tar shards). Setting
 // [source.Options.Gate] to the graph's own gate additionally gates every
 // read; give that gate enough permits for the read-ahead plus one.
+//
+// # Shutdown
+//
+// A source whose graph is cancelled closes its iterator, which cancels the
+// reads in flight and waits for the kernel to let go of them. It waits at
+// most [CloseGrace]: a read that storage does not answer is then named in
+// the log and left behind, and the graph ends without it.
 package flowsrc
