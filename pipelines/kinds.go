@@ -13,6 +13,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/source/synth"
@@ -237,7 +238,7 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 		}
 		st := &filesState{files: files}
 		if sz := cfg.Int("read_buffers"); sz > 0 {
-			u, err := uma.New(uma.Config{})
+			u, err := uma.New(uma.Config{MemoryLimit: pressure.SelfMemoryLimit})
 			if err != nil {
 				return nil, nil, err
 			}

@@ -304,7 +304,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		graphOpts = append(rt.Options(), flow.WithQueueSize(cfg.Queue))
 		bufs, workers, runGraph, u = rt.Buffers(), rt.Workers(), rt.Run, rt.UMA()
 	} else if cfg.ReadBuffers > 0 {
-		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer}); err != nil {
+		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer, MemoryLimit: pressure.SelfMemoryLimit}); err != nil {
 			return progress.Summary{}, err
 		}
 		pool, err := u.NewPool("read-buffers", cfg.ReadBuffers, uma.ArenaOptions{Registered: true})
