@@ -44,6 +44,12 @@
 //     permit, then budget and buffers, then submit, so nobody waits on the gate
 //     while holding buffers.
 //
+// A graph usually takes all of them from its runtime, attached once with
+// [WithRuntime]: the runtime gives the budget and the gate, and Run runs the
+// graph through [Runtime.Supervise], which starts and stops what watches it
+// (package memory's runtime: the pressure monitor, the headroom, the read
+// pools, the epoch boundary).
+//
 // # Running
 //
 // [Graph.Run] runs every node on its own goroutine (parallel stages run more).
@@ -72,5 +78,5 @@
 //
 // The stage contract and combinators are in package stage; reading files,
 // decoding, memory ownership (uma) and PSI (pressure) live in their own
-// packages and plug in through [Source], [Gate] and [stage.Releaser].
+// packages and plug in through [Source], [Gate], [Runtime] and [stage.Releaser].
 package flow

@@ -23,6 +23,8 @@ type Graph struct {
 	name      string
 	budget    *Budget
 	gate      Gate
+	rt        Runtime
+	ownBudget bool // WithBudget, WithSharedBudget or WithGate was given
 	queueSize int
 	registry  prometheus.Registerer
 
@@ -67,7 +69,7 @@ func WithBudget(limit int64) Option {
 			g.buildErr = append(g.buildErr, fmt.Errorf("graph %q: %w", g.name, err))
 			return
 		}
-		g.budget = b
+		g.budget, g.ownBudget = b, true
 	}
 }
 
@@ -79,13 +81,13 @@ func WithSharedBudget(b *Budget) Option {
 			g.buildErr = append(g.buildErr, fmt.Errorf("graph %q: shared budget is nil", g.name))
 			return
 		}
-		g.budget = b
+		g.budget, g.ownBudget = b, true
 	}
 }
 
 // WithGate makes every source acquire a permit from gate before it reserves
 // bytes and produces an element (see [Gate]).
-func WithGate(gate Gate) Option { return func(g *Graph) { g.gate = gate } }
+func WithGate(gate Gate) Option { return func(g *Graph) { g.gate, g.ownBudget = gate, true } }
 
 // WithQueueSize sets the default capacity of the graph's edges.
 func WithQueueSize(n int) Option { return func(g *Graph) { g.queueSize = n } }
@@ -102,6 +104,15 @@ func New(name string, opts ...Option) *Graph {
 	if g.queueSize < 1 {
 		g.errorf("graph %q: queue size %d must be at least 1", name, g.queueSize)
 		g.queueSize = 1
+	}
+	if g.rt != nil {
+		if g.ownBudget {
+			g.errorf("graph %q: WithRuntime gives the graph its budget and gate: drop WithBudget, WithSharedBudget and WithGate", name)
+		}
+		g.budget, g.gate = g.rt.Budget(), g.rt.Gate()
+		if g.budget == nil {
+			g.errorf("graph %q: the runtime has no budget", name)
+		}
 	}
 	return g
 }
@@ -316,7 +327,14 @@ func (g *Graph) Run(ctx context.Context) error {
 		}
 		defer g.registry.Unregister(c)
 	}
+	if g.rt != nil {
+		return g.rt.Supervise(ctx, g, g.run)
+	}
+	return g.run(ctx)
+}
 
+// run runs every node until the first error or the end, then drains the queues.
+func (g *Graph) run(ctx context.Context) error {
 	eg, gctx := errgroup.WithContext(ctx)
 	for _, n := range g.nodes {
 		eg.Go(func() error {

@@ -2,6 +2,8 @@ package pipelines
 
 import (
 	"time"
+
+	"github.com/psiflow/psiflow/memory"
 )
 
 // Config is the validated configuration of one node: every declared parameter
@@ -63,6 +65,11 @@ type Resources struct {
 	Queue      int     // default edge queue size
 	Pressure   bool    // gate the source on memory pressure
 	Device     string  // "cpu"
+	// MemoryMode is the memory runtime's mode: elastic (the budget follows the
+	// cgroup's headroom, memory is given back under pressure) or fixed.
+	MemoryMode memory.Mode
+	// BelowFloor is what an elastic loader does below its floor: stop or run.
+	BelowFloor memory.FloorPolicy
 }
 
 // Pipeline is a validated pipeline file, ready to [Run].
@@ -105,6 +112,8 @@ var resourceParams = []Param{
 	BytesParam("budget", 0, 0, 1<<50, "bytes in flight; auto: a quarter of the cgroup memory limit (MemTotal when unlimited)").WithWords(map[string]int64{"auto": 0}),
 	IntParam("queue", 4, 1, 1<<16, "default queue size (elements) of every edge"),
 	EnumParam("pressure", "gate", []string{"gate", "off"}, "gate the source on the cgroup's memory pressure (PSI, vmpressure or polling)"),
+	EnumParam("memory_mode", "elastic", []string{"elastic", "fixed"}, "the memory runtime: elastic (the budget follows the cgroup's headroom between the pipeline's floor and budget, memory is given back under pressure) or fixed (the budget as given, nothing given back)"),
+	EnumParam("below_floor", "stop", []string{"stop", "run"}, "elastic, when the cgroup leaves the loader less than its floor: stop (exit status 3, naming the memory left) or run (on at the floor)"),
 	EnumParam("device", "cpu", []string{"cpu"}, "where batches go; only cpu for now"),
 }
 

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source/synth"
 	"github.com/psiflow/psiflow/tensor"
@@ -253,8 +252,8 @@ resources: {budget: 8MiB, pressure: off}
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran := false
-	_, err = Run(context.Background(), p, Hooks{Run: func(context.Context, *flow.Graph) error { ran = true; return nil }})
+	sum, err := Run(context.Background(), p, Hooks{})
+	ran := len(sum.Stages) > 0 // the stages of a graph that ran
 	if err == nil || ran || !strings.Contains(err.Error(), `source "tar" (kind tar, f.yaml:1:16)`) {
 		t.Fatalf("a source that cannot open: ran %v, %v", ran, err)
 	}

@@ -12,17 +12,14 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/internal/bytesize"
-	"github.com/psiflow/psiflow/pressure"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/source/synth"
-	"github.com/psiflow/psiflow/source/umabuf"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
 	"github.com/psiflow/psiflow/tensor"
 	"github.com/psiflow/psiflow/tensor/tensorarrow"
-	"github.com/psiflow/psiflow/uma"
 )
 
 // The built-in element types.
@@ -91,7 +88,7 @@ func RegisterBuiltins(r *Registry) error {
 				IntParam("readers", 0, 0, 1024, "readers (one ring each); 0: package source's default"),
 				BoolParam("drop_cache", false, "drop each file's page cache once read"),
 				BoolParam("direct", false, "read with O_DIRECT, past the page cache (file systems that refuse it, such as tmpfs, are read buffered)"),
-				BytesParam("read_buffers", 0, 0, 1<<40, "size of a UMA pool the reads land in, registered with the rings; 0: source's own pool"),
+				BytesParam("read_buffers", 0, 0, 1<<40, "size of the memory runtime's read pool registered with the rings (reads beyond it go to a spill pool given back under pressure); 0: the runtime's default (the budget floor elastic, 64 MiB fixed)"),
 			),
 			Build: buildFiles,
 		},
@@ -211,11 +208,6 @@ func shardOptions(cfg *Config, epoch int) (source.Options, error) {
 	return o, nil
 }
 
-type filesState struct {
-	files *source.Files
-	bufs  source.BufferProvider
-}
-
 func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	v, err := b.Keep(func() (any, func() error, error) {
 		dir := cfg.String("dir")
@@ -236,30 +228,12 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 				b.Info("%s", n)
 			}
 		}
-		st := &filesState{files: files}
-		if sz := cfg.Int("read_buffers"); sz > 0 {
-			u, err := uma.New(uma.Config{MemoryLimit: pressure.SelfMemoryLimit})
-			if err != nil {
-				return nil, nil, err
-			}
-			pool, err := u.NewPool(b.Name+"-buffers", sz, uma.ArenaOptions{Registered: true})
-			if err != nil {
-				u.Close()
-				return nil, nil, err
-			}
-			if st.bufs, err = umabuf.New(pool); err != nil {
-				return nil, nil, errors.Join(err, pool.Close(), u.Close())
-			}
-			b.Info("reads land in a %s UMA pool registered with the rings", bytesize.Human(sz))
-			// Close fails if any lease is still out: a leak surfaces here.
-			return st, func() error { return errors.Join(pool.Close(), u.Close()) }, nil
-		}
-		return st, nil, nil
+		return files, nil, nil
 	})
 	if err != nil {
 		return Stream{}, err
 	}
-	st := v.(*filesState)
+	files := v.(*source.Files)
 	if io := source.IOStatus(); io.Reason != "" {
 		b.Info("reader %s (%s)", io.Backend, io.Reason)
 	} else {
@@ -269,9 +243,11 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	o.Workers, o.Buffers = int(cfg.Int("readers")), st.bufs
+	// The reads land in the memory runtime's read pools (flowsrc takes them from
+	// the graph's runtime).
+	o.Workers = int(cfg.Int("readers"))
 	o.Reader = source.ReaderOptions{DropCache: cfg.Bool("drop_cache"), Direct: cfg.Bool("direct")}
-	return Wrap(SampleType, flowsrc.Files(b.Graph, b.Name, st.files, o))
+	return Wrap(SampleType, flowsrc.Files(b.Graph, b.Name, files, o))
 }
 
 // folderLabelled reports whether a stage of p labels samples by their
@@ -462,8 +438,11 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st, err := decode.NewStage(b.Name, dec, decode.StageConfig{Workers: workers, Ordered: cfg.Bool("ordered"), Transform: tr},
-		func(s *source.Sample) decode.Encoded {
+	// Each image's decoded bytes are reserved from the graph's budget before it
+	// is decoded.
+	st, err := decode.NewStage(b.Name, dec, decode.StageConfig{Workers: workers, Ordered: cfg.Bool("ordered"), Transform: tr, Budget: b.Graph.Budget()},
+		func(h *memory.Held[*source.Sample]) decode.Encoded {
+			s := h.V
 			e := decode.Encoded{Key: s.Key, Label: labelOf(s), Index: s.Index, Epoch: int64(epoch)}
 			switch {
 			case field != "":
@@ -478,7 +457,10 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	return Wrap(ImageType, flow.Via(samples, st))
+	// The memory runtime narrows decoding under pressure: a sample enters
+	// decoding only while one of its decode slots is free.
+	held := flow.Via(samples, memory.Narrow[*source.Sample](b.Name+"-narrow", b.Runtime.Workers()), flow.QueueSize(1))
+	return Wrap(ImageType, flow.Via(held, st))
 }
 
 // floatList parses a comma-separated list of numbers, the value of param.

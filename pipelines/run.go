@@ -7,19 +7,30 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/flow/throttle"
-	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/progress"
 )
 
-// Hooks let the caller add to a run, as pipelines/imagefolder.Hooks do: graph
-// options (a pressure gate, metrics), its own way of running each graph (under a
-// pressure monitor), informational lines and live progress. The zero value runs
-// plainly.
+// Hooks let the caller add to a run: graph options (metrics), where the memory
+// runtime's metrics go and what it may do to the process, informational lines
+// and live progress. The zero value runs with the file's memory runtime and
+// reports nothing.
 type Hooks struct {
+	// Options are added to every graph (flow.WithRegistry, for example); the
+	// budget and the gate come from the memory runtime.
 	Options []flow.Option
-	Run     func(ctx context.Context, g *flow.Graph) error
+	// Registerer receives the memory runtime's metrics (psiflow_shed_action_*,
+	// psiflow_elastic_*, psiflow_uma_*, psiflow_pressure_*).
+	Registerer prometheus.Registerer
+	// Process are the runtime's actions on the whole process: off for a library,
+	// memory.LauncherProcess() in the launcher.
+	Process memory.ProcessActions
+	// Runtime, when set, is called with the memory runtime once it is made (to
+	// report its pressure levels and shed actions, or to register more of them).
+	Runtime func(*memory.Runtime)
 	// Info receives one line for each choice made at start (budget, reader, decoder).
 	Info func(string)
 	// Skipped receives every input a node skipped as bad (a tar shard's rest, a
@@ -37,13 +48,17 @@ type Hooks struct {
 var ErrLimit = errors.New("sample limit reached")
 
 // Build is what a kind's constructor gets: the graph being built, the node's
-// name, the epoch, and services kept across the epochs of one run.
+// name, the epoch, the memory runtime the graph runs under, and services kept
+// across the epochs of one run.
 type Build struct {
 	Graph    *flow.Graph
 	Name     string
 	Epoch    int
 	Pipeline *Pipeline
-	run      *runState
+	// Runtime is the run's memory runtime (the graph's, through
+	// flow.WithRuntime): kinds take its decode-worker limit from it.
+	Runtime *memory.Runtime
+	run     *runState
 }
 
 type runState struct {
@@ -121,22 +136,24 @@ func (b *Build) Deliver(items, bytes int64) error {
 	return nil
 }
 
-// Run builds and runs the pipeline once per epoch and returns what it delivered.
-// A budget of auto is a quarter of this process's cgroup memory limit.
+// Run builds and runs the pipeline once per epoch under its memory runtime
+// (resources: memory_mode, budget, pressure, below_floor) and returns what it
+// delivered. Every graph takes the runtime once (flow.WithRuntime): its budget,
+// gate, read buffers and epoch boundary come with it.
 func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err error) {
 	if p == nil || p.Source == nil || p.Sink == nil {
 		return progress.Summary{}, errors.New("pipelines: Run needs a pipeline from Load or Parse")
 	}
-	budget := p.Resource.Budget
-	if budget <= 0 {
-		_, bytes, from, err := throttle.DefaultBudget()
-		if err != nil {
-			return progress.Summary{}, fmt.Errorf("pipeline %s: budget auto: %w", p.Name, err)
-		}
-		budget = bytes
-		if hooks.Info != nil {
-			hooks.Info(fmt.Sprintf("budget: %s in flight, a quarter of the memory limit (%s)", bytesize.Human(bytes), from))
-		}
+	rt, err := newRuntime(p, hooks)
+	if err != nil {
+		return progress.Summary{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
+	}
+	defer func() {
+		// Close fails if any lease is still out: a leak surfaces here.
+		err = errors.Join(err, rt.Close())
+	}()
+	if hooks.Runtime != nil {
+		hooks.Runtime(rt)
 	}
 	r := &runState{hooks: hooks, limit: p.Limit, kept: map[string]any{}, infoSeen: map[string]bool{}}
 	defer func() {
@@ -156,8 +173,8 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 		return s
 	}
 	for epoch := range p.Epochs {
-		g := flow.New(p.Name, append([]flow.Option{flow.WithBudget(budget), flow.WithQueueSize(p.Resource.Queue)}, hooks.Options...)...)
-		if err := build(g, p, epoch, r); err != nil {
+		g := flow.New(p.Name, append([]flow.Option{flow.WithRuntime(rt), flow.WithQueueSize(p.Resource.Queue)}, hooks.Options...)...)
+		if err := build(g, p, epoch, rt, r); err != nil {
 			return result(), fmt.Errorf("pipeline %s: %w", p.Name, err)
 		}
 		r.mu.Lock()
@@ -176,11 +193,7 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 				return snap
 			})
 		}
-		if hooks.Run != nil {
-			err = hooks.Run(ctx, g)
-		} else {
-			err = g.Run(ctx)
-		}
+		err = g.Run(ctx)
 		r.mu.Lock()
 		r.sum.Stages = g.Stats()
 		r.sum.Peak = max(r.sum.Peak, g.Budget().MaxInUse())
@@ -199,7 +212,7 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 }
 
 // build wires the nodes of p into g for one epoch.
-func build(g *flow.Graph, p *Pipeline, epoch int, r *runState) error {
+func build(g *flow.Graph, p *Pipeline, epoch int, rt *memory.Runtime, r *runState) error {
 	nodes := p.Nodes()
 	readers := map[string]int{}
 	for _, c := range nodes[1:] {
@@ -209,7 +222,7 @@ func build(g *flow.Graph, p *Pipeline, epoch int, r *runState) error {
 	}
 	outs := map[string][]Stream{}
 	for _, c := range nodes {
-		b := &Build{Graph: g, Name: c.Name, Epoch: epoch, Pipeline: p, run: r}
+		b := &Build{Graph: g, Name: c.Name, Epoch: epoch, Pipeline: p, Runtime: rt, run: r}
 		var in Stream
 		if len(c.Inputs) > 0 {
 			ins := make([]Stream, len(c.Inputs))

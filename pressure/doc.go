@@ -25,9 +25,9 @@
 //
 // # What it does not own
 //
-// Graphs: the throttle stage that plugs the gate into a flow graph lives in
-// flow/throttle. cgroup control (creating groups, limits, the byte budget of a
-// graph) lives in package cgroup and budget.go. Shedding itself (UMA eviction,
+// Graphs: package memory's runtime plugs the gate and its monitor into flow
+// graphs, and sizes a graph's byte budget. cgroup control (creating groups,
+// limits) lives in package cgroup. Shedding itself (UMA eviction,
 // page-cache drop, pool shrink) belongs to whoever registers a shed callback with
 // [Gate.OnShed].
 //

@@ -107,6 +107,7 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	it.cancel = cancel
 	it.results = make([]chan fileResult, workers)
+	it.waiting = make([]atomic.Pointer[string], workers)
 	jobs := make([]chan fileJob, workers)
 	for i := range jobs {
 		jobs[i] = make(chan fileJob, queue)
@@ -120,7 +121,7 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 	for i := range workers {
 		go func() {
 			defer it.wg.Done()
-			it.work(ctx, jobs[i], it.results[i])
+			it.work(ctx, jobs[i], it.results[i], &it.waiting[i])
 		}()
 	}
 	return it, nil
@@ -153,7 +154,8 @@ type fileIter struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	results []chan fileResult
-	failed  atomic.Pointer[error] // a worker's reader failed
+	failed  atomic.Pointer[error]    // a worker's reader failed
+	waiting []atomic.Pointer[string] // per worker: the file whose read it waits for, nil when none
 	err     error
 	closed  bool
 }
@@ -243,7 +245,7 @@ func (j *fileJob) closeFile() {
 
 // work reads its share of the jobs on its own reader and passes the results
 // on in job order.
-func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fileResult) {
+func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fileResult, waiting *atomic.Pointer[string]) {
 	defer close(out)
 	opts := it.r.Reader
 	reader, err := NewReader(opts)
@@ -251,8 +253,10 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 	broken := false // the reader failed: reads may still be in flight
 	defer func() {
 		if reader != nil {
-			reader.Close() // waits for reads in flight (unless broken)
+			waitingFor(waiting, fifo)
+			reader.Close() // cancels and waits for reads in flight (unless broken)
 		}
+		waiting.Store(nil)
 		for _, r := range fifo {
 			if broken && !r.done && r.buf != nil {
 				// The kernel may still write into this buffer: leave it out of the pool.
@@ -266,6 +270,12 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 		}
 	}()
 	comps := make([]Completion, opts.QueueDepth)
+	reapMax := len(comps)
+	if reader != nil && reader.Backend() == BackendPread {
+		// pread reads in Reap: one at a time, so a read the storage is slow to
+		// answer does not hold back the ones done before it.
+		reapMax = 1
+	}
 	open := true
 	for {
 		for len(fifo) > 0 && fifo[0].done {
@@ -326,7 +336,11 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 		if inflight == 0 {
 			continue
 		}
-		n, err := reader.Reap(ctx, comps, 1)
+		waitingFor(waiting, fifo)
+		n, err := reader.Reap(ctx, comps[:reapMax], 1)
+		if err == nil {
+			waiting.Store(nil) // else still waited for, by Close below
+		}
 		if err != nil {
 			// Cancelled, or the reader failed. Either way stop: results not
 			// yet done still have reads in flight, so they are cleaned up
@@ -346,6 +360,17 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 		}
 		clear(comps[:n])
 	}
+}
+
+// waitingFor records the oldest file of fifo whose read is not done.
+func waitingFor(waiting *atomic.Pointer[string], fifo []*fileResult) {
+	for _, r := range fifo {
+		if !r.done {
+			waiting.Store(&r.path)
+			return
+		}
+	}
+	waiting.Store(nil)
 }
 
 func (it *fileIter) Next(ctx context.Context) (*Sample, error) {
@@ -416,6 +441,18 @@ func (it *fileIter) Position() Position {
 }
 
 func (it *fileIter) Skipped() int64 { return it.skip.skipped }
+
+// Waiting returns the files whose reads the workers are waiting for now,
+// including reads that Close has cancelled and still waits for.
+func (it *fileIter) Waiting() []string {
+	var out []string
+	for i := range it.waiting {
+		if p := it.waiting[i].Load(); p != nil {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
 
 func (it *fileIter) Close() error {
 	if it.closed {

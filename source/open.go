@@ -24,6 +24,9 @@ type openedFile struct {
 	direct bool
 	size   int64
 	id     fileID
+	// remote: the file lives on a network or user-space file system, whose
+	// storage may not answer (see remoteFS).
+	remote bool
 }
 
 // notRegular returns the error for a path whose file is of type mode.
@@ -60,5 +63,5 @@ func openFile(path string, opts *ReaderOptions) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{Path: path, Size: o.size, f: o.f, id: o.id, direct: o.direct, slot: -1, opts: opts}, nil
+	return &File{Path: path, Size: o.size, f: o.f, id: o.id, direct: o.direct, remote: o.remote, slot: -1, opts: opts}, nil
 }

@@ -41,8 +41,8 @@ func openRegular(path string, direct bool) (openedFile, error) {
 			// A socket fails the open (ENXIO), as does a device without a driver:
 			// say what the path names.
 			var st unix.Stat_t
-			if err != unix.ENOENT && unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
-				return openedFile{}, notRegular(path, modeOf(st.Mode))
+			if err != unix.ENOENT && unix.Stat(path, &st) == nil && uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG {
+				return openedFile{}, notRegular(path, modeOf(uint32(st.Mode)))
 			}
 			return openedFile{}, &ReadError{Op: "open", Path: path, Off: -1, Err: err}
 		}
@@ -52,9 +52,9 @@ func openRegular(path string, direct bool) (openedFile, error) {
 		unix.Close(fd)
 		return openedFile{}, &ReadError{Op: "stat", Path: path, Off: -1, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return openedFile{}, notRegular(path, modeOf(st.Mode))
+		return openedFile{}, notRegular(path, modeOf(uint32(st.Mode)))
 	}
 	keep := 0
 	if isDirect {
@@ -69,6 +69,7 @@ func openRegular(path string, direct bool) (openedFile, error) {
 		direct: isDirect,
 		size:   st.Size,
 		id:     fileID{uint64(st.Dev), uint64(st.Ino)},
+		remote: remoteFS(fd, uint64(st.Dev)),
 	}, nil
 }
 

@@ -50,9 +50,11 @@ func (r *preadReader) Submit(req Request) error {
 
 func (r *preadReader) InFlight() int { return len(r.queue) - r.head }
 
-// Reap reads queued requests in order into out. A cancelled ctx stops it
-// between two pieces of a read: it returns what completed, or ctx's error
-// when nothing did; the cut read goes on where it stopped at the next Reap.
+// Reap performs up to len(out) queued requests, in order, into out (a caller
+// that wants each read handed on as soon as it is done passes a slice of
+// one). A cancelled ctx stops it between two pieces of a read: it returns
+// what completed, or ctx's error when nothing did; the cut read goes on
+// where it stopped at the next Reap.
 func (r *preadReader) Reap(ctx context.Context, out []Completion, wait int) (int, error) {
 	if err := ctx.Err(); err != nil && r.InFlight() > 0 && wait > 0 {
 		return 0, context.Cause(ctx)

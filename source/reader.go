@@ -8,6 +8,14 @@ import (
 	"sync"
 )
 
+// WaitReporter is implemented by iterators that can say which files their
+// readers are waiting for (file datasets): a caller that gives up on a
+// read the storage does not answer names them.
+type WaitReporter interface {
+	// Waiting returns the paths whose reads are waited for now.
+	Waiting() []string
+}
+
 // Gate admits reads in two phases: a source acquires a permit, then takes a
 // buffer, then submits; the Reader releases the permit when the read completes.
 // pressure's gate and flow.Gate satisfy it.
@@ -154,6 +162,7 @@ type File struct {
 	f        *os.File // primary descriptor (O_DIRECT when direct)
 	buffered *os.File // lazily opened buffered descriptor for unaligned reads under O_DIRECT
 	id       fileID   // device and inode at open
+	remote   bool     // on a network or user-space file system (remoteFS)
 	direct   bool
 	slot     int // registered-file slot, -1 when none
 	end      int64

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/psiflow/psiflow/internal/uring"
@@ -75,4 +76,45 @@ func describeSetupError(err error) string {
 	default:
 		return err.Error()
 	}
+}
+
+// Network and user-space file systems (statfs f_type, include/uapi/linux/magic.h
+// and the file systems' own headers): their storage may never answer a read.
+var remoteMagics = map[int64]string{
+	0x65735546: "fuse",
+	0x6969:     "nfs",
+	0x517b:     "smb",
+	0xff534d42: "cifs",
+	0xfe534d42: "smb2",
+	0x00c36400: "ceph",
+	0x01021997: "9p",
+	0x5346414f: "afs",
+	0x6b414653: "afs",
+	0x73757245: "coda",
+	0x0bd00bd0: "lustre",
+	0x47504653: "gpfs",
+	0x19830326: "beegfs",
+	0x20030528: "orangefs",
+}
+
+// remoteByDev caches remoteFS's answer per device.
+var remoteByDev sync.Map // uint64 → bool
+
+// remoteFS reports whether fd's file lives on a network or user-space file
+// system. The io_uring reader hands such reads to the kernel's worker threads
+// (IOSQE_ASYNC) instead of letting the submitting thread try them first:
+// Linux 6.18 issues a FUSE direct-I/O read inline and blocks io_uring_enter
+// until the daemon answers, which a stuck daemon never does. The answer is
+// cached per device, so one fstatfs is made per file system.
+func remoteFS(fd int, dev uint64) bool {
+	if v, ok := remoteByDev.Load(dev); ok {
+		return v.(bool)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return true // unknown: the safe side
+	}
+	_, remote := remoteMagics[int64(sfs.Type)]
+	remoteByDev.Store(dev, remote)
+	return remote
 }

@@ -22,3 +22,6 @@ func uringUnavailable() string { return "io_uring is Linux-only" }
 func newURingReader(ReaderOptions) (Reader, error) {
 	return nil, errors.New("source: io_uring is Linux-only")
 }
+
+// remoteFS reports false: only the io_uring reader (Linux) acts on it.
+func remoteFS(int, uint64) bool { return false }

@@ -201,6 +201,9 @@ func (r *uringReader) prep(id uint32) {
 	if p.fixed {
 		e.Flags |= uring.SQEFixedFile
 	}
+	if p.req.File.remote {
+		e.Flags |= uring.SQEAsync // never block the submitting thread on storage that may not answer
+	}
 	e.UserData = uint64(id)
 }
 

@@ -17,7 +17,7 @@
 // pressure signal (a pressure gate calls [UMA.Shed]); devices (the gpu package
 // brackets its copies with [Arena.BeginTransfer] and calls
 // [Arena.PostGPULoad]); cgroups (the caller passes the memory limit as
-// Config.MemoryLimit, e.g. pressure.SelfMemoryLimit; uma imports neither).
+// Config.MemoryLimit, e.g. memory.SelfMemoryLimit; uma imports neither).
 // The Arrow allocator lives in the subpackage umaarrow so that plain users of
 // uma do not pull in Arrow.
 //
@@ -113,7 +113,7 @@
 // # Start-up validation and metrics
 //
 // [New] checks that Config.StableBytes fits in the memory limit
-// (Config.MemoryLimit: psiflow's pipelines pass pressure.SelfMemoryLimit, the
+// (Config.MemoryLimit: psiflow's pipelines pass memory.SelfMemoryLimit, the
 // process's cgroup limit; unset, the host's physical memory, and the source
 // says so; both capped at what RLIMIT_AS leaves) minus Config.PinnedPoolBytes,
 // and shows all the numbers when it does not. With Config.Registerer set, the psiflow_uma_* metrics

@@ -70,7 +70,7 @@ type Config struct {
 	MaxFaultsPerSecond float64
 	// MemoryLimit returns the memory available to this process and where the
 	// figure came from: start-up validation and the default chunk size use it.
-	// Pass pressure.SelfMemoryLimit for the process's cgroup limit (the smallest
+	// Pass memory.SelfMemoryLimit for the process's cgroup limit (the smallest
 	// of its cgroup and ancestors) capped at what RLIMIT_AS leaves; psiflow's
 	// pipelines do. Nil uses the host's physical memory (sysinfo totalram) capped
 	// at what RLIMIT_AS leaves, and its source says so: UMA does not read

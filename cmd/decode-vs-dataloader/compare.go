@@ -111,8 +111,8 @@ func runCompare(ctx context.Context, args []string) error {
 		if werr := rep.WriteMarkdown(w); werr != nil && err == nil {
 			err = werr
 		}
-		writeCPUTable(w, rep)
-		writeLimitTable(w, rep, lim)
+		perCPU := writeCPUTable(w, rep)
+		writeLimitTable(w, rep, lim, perCPU)
 		if *js != "" {
 			f, ferr := os.Create(*js)
 			if ferr != nil {
@@ -127,15 +127,19 @@ func runCompare(ctx context.Context, args []string) error {
 	return err
 }
 
+// loaderLimit names one loader at one memory limit.
+type loaderLimit struct {
+	loader string
+	limit  int64
+}
+
 // writeCPUTable adds samples per CPU-second (all processes of the loader, from
 // the wrap subcommand's report) per loader and limit: median and range over
-// the finished runs.
-func writeCPUTable(w io.Writer, rep *harness.Report) {
-	type key struct {
-		loader string
-		limit  int64
-	}
+// the finished runs. It returns the medians.
+func writeCPUTable(w io.Writer, rep *harness.Report) map[loaderLimit]float64 {
+	type key = loaderLimit
 	vals := map[key][]float64{}
+	medians := map[key]float64{}
 	var order []key
 	for _, r := range rep.Runs {
 		k := key{r.Loader, r.Limit}
@@ -167,6 +171,8 @@ func writeCPUTable(w io.Writer, rep *harness.Report) {
 			continue
 		}
 		s := harness.Summarize(v)
+		medians[k] = s.Median
 		fmt.Fprintf(w, "| %s | %s | %d | %.0f (%.0f–%.0f) |\n", lim, k.loader, len(v), s.Median, s.Min, s.Max)
 	}
+	return medians
 }

@@ -30,8 +30,8 @@ func TestLimit(t *testing.T) {
 	writeLimitTable(&b, &harness.Report{Summaries: []harness.Summary{
 		{Loader: "psiflow", Finished: 3, SamplesPerSec: harness.Stat{N: 3, Median: 600}},
 		{Loader: "dataloader", Limit: 128 << 20, Finished: 0},
-	}}, l)
-	for _, want := range []string{"× 2 CPUs = 800 images/s", "| none | psiflow | 600 | 0.75 |", "| 128 MiB | dataloader | DNF | – |"} {
+	}}, l, map[loaderLimit]float64{{"psiflow", 0}: 360})
+	for _, want := range []string{"× 2 CPUs = 800 images/s", "| none | psiflow | 600 | 0.75 | 0.90 |", "| 128 MiB | dataloader | DNF | – | – |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

@@ -37,7 +37,7 @@ import (
 	"github.com/psiflow/psiflow/gpu/sim"
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
-	"github.com/psiflow/psiflow/pressure"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
@@ -145,7 +145,7 @@ func run(ctx context.Context, c config, em *protocol.Emitter, info io.Writer) (e
 				err = cerr
 			}
 		}()
-		u, err = uma.New(uma.Config{MemoryLimit: pressure.SelfMemoryLimit})
+		u, err = uma.New(uma.Config{MemoryLimit: memory.SelfMemoryLimit})
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,7 @@
 // drops each file's page cache once read, so a cgroup running it is not charged for a
 // growing page cache.
 //
-// -memory elastic (the default) runs it under package pipelines/elastic: the budget
+// -memory elastic (the default) runs it under package memory's elastic runtime: the budget
 // follows the cgroup's headroom up to -budget, read buffers are sized to the reads in
 // flight, and memory is given back under pressure. -memory fixed is psiflow before
 // that: a 64 MiB registered read pool, a budget of a quarter of the memory limit

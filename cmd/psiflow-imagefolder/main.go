@@ -15,10 +15,9 @@ import (
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/internal/metrics"
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
-	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage"
@@ -42,7 +41,7 @@ func main() {
 	_ = em.Done(err)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", err)
-		if errors.Is(err, elastic.ErrBelowFloor) {
+		if errors.Is(err, memory.ErrBelowFloor) {
 			os.Exit(protocol.ExitBelowFloor)
 		}
 		os.Exit(1)
@@ -79,7 +78,7 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	flagval.IntVar(fs, &c.Workers, "workers", runtime.GOMAXPROCS(0), 1, 4096, "decode goroutines")
 	flagval.IntVar(fs, &c.Readers, "readers", 0, 0, 4096, "file readers (0: package source's default)")
 	flagval.SizeVar(fs, &c.Budget, "budget", 32<<20, 1, 1<<50, "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes: the largest with -memory elastic; with -memory fixed a quarter of the memory limit unless given")
-	memory := fs.String("memory", "elastic", "memory runtime: elastic (budget follows the cgroup's headroom, memory given back under pressure) or fixed (64 MiB registered read pool, a quarter of the limit as budget, nothing given back)")
+	memoryMode := fs.String("memory", "elastic", "memory runtime: elastic (budget follows the cgroup's headroom, memory given back under pressure) or fixed (64 MiB registered read pool, a quarter of the limit as budget, nothing given back)")
 	fs.BoolVar(&c.Pressure, "pressure", true, "gate the source and its reads on the cgroup's memory pressure")
 	belowFloor := fs.String("below-floor", "stop", "with -memory elastic, when the cgroup leaves the loader less than its floor: stop (exit status 3 with a message naming the memory left) or run (on at the floor)")
 	lockText := fs.Bool("lock-text", true, "with -memory elastic: lock the program's code in memory as it is faulted in (mlock2 MLOCK_ONFAULT), so reclaim does not evict the monitor; the locked pages are charged to the cgroup that first reads them")
@@ -106,19 +105,19 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	if fs.NArg() > 0 {
 		return c, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	c.KeepOOMScore = !*oomVictim
-	c.KeepTextUnlocked = !*lockText
+	// The launcher's process actions, each with its flag.
+	c.Process = memory.ProcessActions{GoMemoryLimit: true, OOMVictim: *oomVictim, LockText: *lockText}
 	var err error
-	if c.BelowFloor, err = elastic.ParseFloorPolicy(*belowFloor); err != nil {
+	if c.BelowFloor, err = memory.ParseFloorPolicy(*belowFloor); err != nil {
 		return c, "", fmt.Errorf("-below-floor: %w", err)
 	}
-	if c.Memory, err = elastic.ParseMode(*memory); err != nil {
+	if c.Memory, err = memory.ParseMode(*memoryMode); err != nil {
 		return c, "", fmt.Errorf("-memory: %w", err)
 	}
 	budgetSet := false
 	fs.Visit(func(f *flag.Flag) { budgetSet = budgetSet || f.Name == "budget" })
-	if c.Memory == elastic.Fixed && !budgetSet {
-		if c.Budget, _, err = pressure.DefaultByteBudget(0); err != nil {
+	if c.Memory == memory.Fixed && !budgetSet {
+		if c.Budget, _, err = memory.DefaultByteBudget(0); err != nil {
 			return c, "", fmt.Errorf("-memory fixed: %w", err)
 		}
 	}
@@ -162,7 +161,7 @@ func run(ctx context.Context, c imagefolder.Config, em *protocol.Emitter) error 
 
 // runWith runs the pipeline, with its metrics in set when set is not nil.
 func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, set *metrics.Set) error {
-	var rt *elastic.Runtime
+	var rt *memory.Runtime
 	hooks := imagefolder.Hooks{
 		// Keys and epoch ends let the harness check that every sample arrives once.
 		Consume: func(_ context.Context, b *tensor.Batch) error { return em.BatchKeys(b.Keys) },
@@ -175,7 +174,7 @@ func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, se
 				fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", s)
 			}
 		},
-		Runtime: func(r *elastic.Runtime) { rt = r },
+		Runtime: func(r *memory.Runtime) { rt = r },
 	}
 	if set != nil {
 		hooks.Options = append(hooks.Options, flow.WithRegistry(set.Registry))
@@ -189,10 +188,10 @@ func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, se
 }
 
 // shedLine lists how often each shed action ran, e.g. "budget=2 go_heap=0 ...".
-func shedLine(rt *elastic.Runtime) string {
+func shedLine(rt *memory.Runtime) string {
 	runs := rt.ShedRuns()
-	parts := make([]string, 0, len(elastic.Actions))
-	for _, a := range elastic.Actions {
+	parts := make([]string, 0, len(memory.Actions))
+	for _, a := range memory.Actions {
 		parts = append(parts, fmt.Sprintf("%s=%.0f", a, runs[a]))
 	}
 	return strings.Join(parts, " ")

@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/psiflow/psiflow/internal/harness/protocol"
-	"github.com/psiflow/psiflow/reexec"
 	"go.uber.org/goleak"
+
+	"github.com/psiflow/psiflow/reexec"
+
+	"github.com/psiflow/psiflow/internal/harness/protocol"
 )
 
 func TestMain(m *testing.M) {

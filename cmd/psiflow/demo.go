@@ -12,12 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/internal/demo"
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/metrics"
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/sink"
@@ -55,14 +54,14 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	sinkSpec := fs.String("sink", "", "with -data: where batches go: null, arrow:PATH, arrow:unix:PATH, parquet:DIR or torch:SOCKET (python/psiflow connects); default: dropped")
 	overwrite := fs.Bool("overwrite", false, "with -sink arrow:PATH or parquet:DIR: replace what is there once the run ends cleanly (without it a file or folder that holds data is refused)")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
-	memory := fs.String("memory", "elastic", "with -data: elastic (the budget follows the cgroup's headroom, memory is given back under pressure) or fixed (a 64 MiB registered read pool and nothing given back)")
+	memoryMode := fs.String("memory", "elastic", "with -data: elastic (the budget follows the cgroup's headroom, memory is given back under pressure) or fixed (a 64 MiB registered read pool and nothing given back)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	mode, err := elastic.ParseMode(*memory)
+	mode, err := memory.ParseMode(*memoryMode)
 	if err != nil {
 		return fmt.Errorf("%w: -memory: %v", errUsage, err)
 	}
@@ -105,7 +104,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 			cfg.Items, bytesize.Human(int64(cfg.ItemBytes)), cfg.BatchSize, cfg.Workers)
 	}
 	if cfg.Budget == 0 {
-		_, bytes, source, err := throttle.DefaultBudget()
+		bytes, source, err := memory.DefaultByteBudget(0)
 		if err != nil {
 			return err
 		}
@@ -137,16 +136,18 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	cfg.Graph.Options = append(cfg.Graph.Options, flow.WithRegistry(reg))
 	if *gated && *data == "" {
-		th, err := throttle.New(throttle.Config{Registerer: reg})
+		// The synthetic demo's memory runtime: its budget as given and the gate.
+		rt, err := memory.New(memory.Config{Mode: memory.Fixed, Pressure: true, MaxBudget: cfg.Budget, Workers: cfg.Workers,
+			ReadRegistered: -1, Registerer: reg})
 		if err != nil {
 			return err
 		}
-		cfg.Graph.Options = append(cfg.Graph.Options, th.Option())
-		cfg.Graph.Run = th.Run
+		defer rt.Close()
+		cfg.Graph.Runtime = rt
 		fmt.Fprintln(stdout, "  sources gated on this cgroup's memory pressure (-pressure=false to turn off)")
 		defer func() {
 			fmt.Fprintln(stdout, "\nMemory pressure while running:")
-			_ = th.Recorder().Snapshot(time.Now()).WriteReport(stdout)
+			_ = rt.Recorder().Snapshot(time.Now()).WriteReport(stdout)
 		}()
 	}
 	var show func(demo.Snapshot)
@@ -164,15 +165,15 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		fc := imagefolder.DefaultConfig(*data)
 		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
 		fc.Cache, fc.CacheMax = cache, *cacheMax
-		fc.Memory, fc.Pressure = mode, *gated
+		fc.Memory, fc.Pressure, fc.Process = mode, *gated, memory.LauncherProcess()
 		fc.OnError, fc.MaxSkips, fc.MaxPixels = policy, *maxSkips, *maxPixels
 		fc.Rank, fc.WorldSize = sh.Rank, sh.WorldSize
-		var rt *elastic.Runtime
+		var rt *memory.Runtime
 		hooks := imagefolder.Hooks{
 			Options: cfg.Graph.Options, Registerer: reg,
 			Info:     func(s string) { fmt.Fprintln(stdout, "  "+s) },
 			Progress: show, Interval: 250 * time.Millisecond,
-			Runtime: func(r *elastic.Runtime) { rt = r },
+			Runtime: func(r *memory.Runtime) { rt = r },
 		}
 		if set != nil {
 			hooks.Reads, hooks.Decodes = set.Reads, set.Decodes
@@ -211,14 +212,14 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 }
 
 // printRuntimeReport prints the pressure levels and the shed actions of an image run.
-func printRuntimeReport(w io.Writer, rt *elastic.Runtime) {
-	if th := rt.Throttle(); th != nil {
+func printRuntimeReport(w io.Writer, rt *memory.Runtime) {
+	if rec := rt.Recorder(); rec != nil {
 		fmt.Fprintln(w, "\nMemory pressure while running:")
-		_ = th.Recorder().Snapshot(time.Now()).WriteReport(w)
+		_ = rec.Snapshot(time.Now()).WriteReport(w)
 	}
 	runs := rt.ShedRuns()
 	fmt.Fprintf(w, "\nMemory %s: budget %s at the end; shed actions run:", rt.Mode(), bytesize.Human(rt.Budget().Limit()))
-	for _, a := range elastic.Actions {
+	for _, a := range memory.Actions {
 		fmt.Fprintf(w, " %s %.0f", a, runs[a])
 	}
 	fmt.Fprintln(w)

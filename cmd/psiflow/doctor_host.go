@@ -9,6 +9,7 @@ import (
 
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pressure"
 )
 
@@ -101,7 +102,7 @@ func probeMemoryLimit(ctx context.Context) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	b, err := pressure.ByteBudget(limit, 0)
+	b, err := memory.ByteBudget(limit, 0)
 	if err != nil {
 		return false, fmt.Sprintf("%s from %s: %v", bytesize.Human(limit), src, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/psiflow/psiflow/internal/harness/protocol"
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/reexec"
 )
 
@@ -82,7 +82,7 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 		if errors.Is(err, errUsage) {
 			return 2
 		}
-		if errors.Is(err, elastic.ErrBelowFloor) {
+		if errors.Is(err, memory.ErrBelowFloor) {
 			return protocol.ExitBelowFloor // the loader yielded to its co-tenant
 		}
 		return 1

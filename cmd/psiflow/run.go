@@ -7,20 +7,16 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines"
-	"github.com/psiflow/psiflow/pipelines/elastic"
 	"github.com/psiflow/psiflow/pipelines/progress"
-	"github.com/psiflow/psiflow/pressure"
 )
 
 func init() {
@@ -61,13 +57,14 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	fmt.Fprintf(stdout, "psiflow run %s: %s\n", p.File, describePipeline(p))
 	reg := prometheus.NewRegistry()
+	var rt *memory.Runtime
 	hooks := pipelines.Hooks{
-		Options: []flow.Option{flow.WithRegistry(reg)},
-		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
-		Skipped: func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow run: %s: %v\n", node, err) },
-	}
-	if p.Resource.Budget > 0 {
-		fmt.Fprintf(stdout, "  budget: %s in flight\n", bytesize.Human(p.Resource.Budget))
+		Options:    []flow.Option{flow.WithRegistry(reg)},
+		Registerer: reg,
+		Process:    memory.LauncherProcess(),
+		Info:       func(s string) { fmt.Fprintln(stdout, "  "+s) },
+		Runtime:    func(r *memory.Runtime) { rt = r },
+		Skipped:    func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow run: %s: %v\n", node, err) },
 	}
 	if *metricsAddr != "" {
 		ms, err := serveMetrics(*metricsAddr, reg)
@@ -77,52 +74,11 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 		fmt.Fprintf(stdout, "  metrics: %s\n", ms.URL())
 		defer ms.Close()
 	}
-	var level atomic.Int32
-	level.Store(-1)
-	var rt *elastic.Runtime
-	if p.Resource.Pressure {
-		// The file's budget becomes the largest budget of the elastic memory
-		// runtime: the budget follows the cgroup's headroom, the source is gated on
-		// its memory pressure, and memory is given back under pressure (shed
-		// actions). A pipeline file does not know its smallest working set, so the
-		// floor is an eighth of the budget, between 4 and 64 MiB.
-		budget := p.Resource.Budget
-		if budget <= 0 {
-			_, bytes, from, err := throttle.DefaultBudget()
-			if err != nil {
-				return err
-			}
-			budget = bytes
-			fmt.Fprintf(stdout, "  budget: at most %s in flight, a quarter of the memory limit (%s)\n", bytesize.Human(bytes), from)
-		}
-		p.Resource.Budget = budget // said once, here
-		floor := min(budget, max(4<<20, min(budget/8, 64<<20)))
-		if rt, err = elastic.New(elastic.Config{
-			Mode: elastic.Elastic, Pressure: true, Floor: floor, BudgetFloor: floor, MaxBudget: budget,
-			Workers: runtime.GOMAXPROCS(0), ReadRegistered: -1, Registerer: reg,
-			Info: func(s string) { fmt.Fprintln(stdout, "  "+s) },
-		}); err != nil {
-			return err
-		}
-		defer rt.Close()
-		level.Store(int32(pressure.LevelNormal))
-		hooks.Options = append(hooks.Options, rt.Options()...)
-		hooks.Run = func(ctx context.Context, g *flow.Graph) error {
-			err := rt.Run(ctx, g)
-			level.Store(int32(rt.Level()))
-			return err
-		}
-		fmt.Fprintln(stdout, "  source gated on this cgroup's memory pressure, budget following its headroom (resources.pressure: off to turn off)")
-		defer printRuntimeReport(stdout, rt)
-	}
 	levelName := func() string {
-		if l := level.Load(); l >= 0 {
-			return pressure.Level(l).String()
+		if rt == nil || rt.Recorder() == nil {
+			return "off"
 		}
-		return "off"
-	}
-	if rt != nil {
-		levelName = func() string { return rt.Level().String() }
+		return rt.Level().String()
 	}
 	switch {
 	case *showProgress:
@@ -139,6 +95,9 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 	sum, err := pipelines.Run(ctx, p, hooks)
 	if *showProgress {
 		fmt.Fprintln(stdout)
+	}
+	if rt != nil {
+		printRuntimeReport(stdout, rt)
 	}
 	stopped := ctx.Err() != nil && errors.Is(err, context.Canceled)
 	if stopped {

@@ -79,7 +79,7 @@ func TestRunCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"psiflow run pipelines/demo.yaml: generate → decode", "budget: 64 MiB in flight", "metrics: http://127.0.0.1:", "50 samples in 5 batches", "STAGE", "collate", "Memory pressure while running:"} {
+	for _, want := range []string{"psiflow run pipelines/demo.yaml: generate → decode", "between its floor 8 MiB and 64 MiB", "metrics: http://127.0.0.1:", "50 samples in 5 batches", "STAGE", "collate", "Memory pressure while running:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -174,7 +174,7 @@ resources: {memory: 256MiB, pids: 64, cpus: 1.5, budget: auto, pressure: off}
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"memory 256 MiB", "pids 64", "cpus 1.5", "budget: 64 MiB in flight, a quarter of the memory limit", "64 samples in", "ran "} {
+	for _, want := range []string{"memory 256 MiB", "pids 64", "cpus 1.5", "budget: at most 64 MiB in flight, a quarter of the memory limit", "64 samples in", "ran "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

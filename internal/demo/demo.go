@@ -27,19 +27,12 @@ type Config struct {
 	Graph     GraphHooks
 }
 
-// GraphHooks let the caller add graph options (a pressure gate, metrics) and
-// run the graph its own way (under a pressure monitor). The zero value runs
-// the graph plainly.
+// GraphHooks let the caller add graph options (metrics) and a runtime (the
+// memory runtime with its pressure gate), which then holds the budget. The zero
+// value runs the graph plainly on a budget of Config.Budget bytes.
 type GraphHooks struct {
 	Options []flow.Option
-	Run     func(ctx context.Context, g *flow.Graph) error
-}
-
-func (h GraphHooks) run(ctx context.Context, g *flow.Graph) error {
-	if h.Run != nil {
-		return h.Run(ctx, g)
-	}
-	return g.Run(ctx)
+	Runtime flow.Runtime
 }
 
 // DefaultConfig is what "make run" uses.
@@ -111,7 +104,11 @@ func Run(ctx context.Context, cfg Config, interval time.Duration, show func(Snap
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, err
 	}
-	g := flow.New("demo", append([]flow.Option{flow.WithBudget(cfg.Budget)}, cfg.Graph.Options...)...)
+	budget := flow.WithBudget(cfg.Budget)
+	if cfg.Graph.Runtime != nil {
+		budget = flow.WithRuntime(cfg.Graph.Runtime)
+	}
+	g := flow.New("demo", append([]flow.Option{budget}, cfg.Graph.Options...)...)
 	payloads := &sync.Pool{New: func() any { b := make([]byte, cfg.ItemBytes); return &b }}
 	tensors := &sync.Pool{New: func() any { v := make([]float32, cfg.ItemBytes); return &v }}
 
@@ -175,7 +172,7 @@ func Run(ctx context.Context, cfg Config, interval time.Duration, show func(Snap
 		snap.Observe(g)
 		return snap
 	})
-	err := cfg.Graph.run(ctx, g)
+	err := g.Run(ctx)
 	stop()
 	sum := Summary{Items: items, Batches: nbatches, Bytes: nbytes, Elapsed: time.Since(start), Peak: g.Budget().MaxInUse(), Stages: g.Stats()}
 	if err == nil && items != int64(cfg.Items) {

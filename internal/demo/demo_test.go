@@ -19,8 +19,10 @@ func TestRunDeliversEverySampleInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Items != 500 || sum.Batches != 32 || sum.Bytes != 500*4096 {
-		t.Fatalf("summary %+v", sum)
+	// A batch waits at most 50 ms for its samples: on a loaded machine some are
+	// short, so 32 (500/16 rounded up) is the least, not the exact count.
+	if sum.Items != 500 || sum.Batches < 32 || sum.Batches > 500 || sum.Bytes != 500*4096 {
+		t.Fatalf("summary %+v, want 500 items in at least 32 batches", sum)
 	}
 	if sum.Peak > cfg.Budget || sum.Peak == 0 {
 		t.Fatalf("peak budget %d of %d", sum.Peak, cfg.Budget)

@@ -23,6 +23,9 @@ const (
 	IOUring Feature = "io_uring"
 	// Reclaim: madvise(MADV_PAGEOUT), the way tests make the kernel take pages.
 	Reclaim Feature = "reclaim"
+	// FUSE: mounting a FUSE file system with mount(2) (root, /dev/fuse), the
+	// way tests hold a read of a regular file in the kernel (internal/stuckfs).
+	FUSE Feature = "FUSE"
 )
 
 // Required reports whether PSIFLOW_REQUIRE_KERNEL=1 is set.

@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"fmt"
 	"os"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -61,6 +62,25 @@ func probe(f Feature) (bool, string) {
 			return false, "madvise(MADV_PAGEOUT): " + err.Error()
 		}
 		return true, "madvise(MADV_PAGEOUT) is accepted"
+	case FUSE:
+		if os.Geteuid() != 0 {
+			return false, "not root (tests mount with mount(2), without fusermount)"
+		}
+		fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false, "/dev/fuse: " + err.Error()
+		}
+		unix.Close(fd)
+		b, err := os.ReadFile("/proc/filesystems")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[len(f)-1] == "fuse" {
+				return true, "root, /dev/fuse and the fuse file system type"
+			}
+		}
+		return false, "no fuse in /proc/filesystems"
 	}
 	return false, fmt.Sprintf("unknown feature %q", f)
 }

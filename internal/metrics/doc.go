@@ -3,7 +3,7 @@
 // that package source and stage/decode call ([Reads], [Decodes]), and an HTTP server for
 // /metrics ([Serve]) behind the launcher's -metrics ADDR flag.
 //
-// A program builds one [Set], passes Set.Registry to flow.WithRegistry, throttle.Config
+// A program builds one [Set], passes Set.Registry to flow.WithRegistry, memory.Config
 // and uma.Config, passes Set.Reads to source.ReaderOptions.Observer and Set.Decodes to
 // decode.StageConfig.Observer (pipelines/imagefolder's Hooks take all three), and calls
 // [Set.Serve] when -metrics is given. docs/METRICS.md lists every metric.

@@ -27,8 +27,8 @@ import (
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/cgroup/cgroupmetrics"
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/flow/throttle"
 	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source/synth"
@@ -212,22 +212,17 @@ func TestRealPrometheusScrape(t *testing.T) {
 		return len(s) == 1 && s[0].value == 1, nil
 	})
 
-	th, err := throttle.New(throttle.Config{Registerer: set.Registry})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := imagefolder.DefaultConfig(dir)
 	cfg.Workers, cfg.BatchSize, cfg.Epochs, cfg.Resize, cfg.Crop = 2, 16, epochs, 64, 56
-	// No memory runtime: this test's own gate runs the graph, and the read pool is
-	// the fixed ReadBuffers checked below.
-	cfg.Memory, cfg.ReadBuffers = "", 8<<20
+	// The fixed memory runtime with its gate: the read pool is the registered
+	// ReadBuffers checked below.
+	cfg.Memory, cfg.Pressure, cfg.ReadBuffers = memory.Fixed, true, 8<<20
 	var once, waitOnce sync.Once
 	var during []byte // a scrape taken while the graph runs
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	sum, err := imagefolder.Run(ctx, cfg, imagefolder.Hooks{
-		Options:    []flow.Option{flow.WithRegistry(set.Registry), th.Option()},
-		Run:        th.Run,
+		Options:    []flow.Option{flow.WithRegistry(set.Registry)},
 		Registerer: set.Registry, Reads: set.Reads, Decodes: set.Decodes,
 		Consume: func(ctx context.Context, _ *tensor.Batch) error {
 			waitOnce.Do(func() {

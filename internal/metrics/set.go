@@ -14,7 +14,7 @@ import (
 // collectors already in it, and the read and decode observers.
 type Set struct {
 	// Registry receives every psiflow collector; pass it to flow.WithRegistry,
-	// throttle.Config.Registerer and uma.Config.Registerer.
+	// memory.Config.Registerer and uma.Config.Registerer.
 	Registry *prometheus.Registry
 	// Reads is the observer for source.ReaderOptions.Observer.
 	Reads *Reads

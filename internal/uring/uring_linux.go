@@ -43,6 +43,9 @@ const (
 // SQE flags.
 const (
 	SQEFixedFile uint8 = 1 << 0
+	// SQEAsync makes the kernel issue the request from its worker threads
+	// instead of trying it first on the submitting thread.
+	SQEAsync uint8 = 1 << 4
 )
 
 const (

@@ -27,7 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psiflow/psiflow/cgroup"
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/source/synth"
 )
 
@@ -56,8 +56,9 @@ func init() {
 func loaderChild() error {
 	c := DefaultConfig(os.Getenv(folderEnv))
 	c.Epochs = 2
+	c.Process = memory.LauncherProcess() // the loader as the launcher runs it
 	if m := os.Getenv(modeEnv); m != "" {
-		c.Memory = elastic.Mode(m)
+		c.Memory = memory.Mode(m)
 	}
 	c.Pressure = os.Getenv(noGateEnv) == ""
 	ctx, cancel := context.WithTimeout(context.Background(), helperLifetime)

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
@@ -58,6 +58,11 @@ type Config struct {
 	// run delivers the rest of epoch StartEpoch, then Epochs-1 more.
 	StartEpoch int
 	StartAt    int64
+	// Transform, when not nil, replaces Resize and Crop: the training transform
+	// (decode.Transform's RandomResizedCrop, FlipProb, Normalize), each sample's
+	// draws from (Transform.Seed, epoch, the sample's dataset index). Random
+	// transforms and normalised output cannot be cached.
+	Transform *decode.Transform
 
 	DropCache bool // drop each file's page cache once read
 	// Direct reads with O_DIRECT, past the page cache: the reads charge nothing to
@@ -72,23 +77,21 @@ type Config struct {
 	// the budget floor; fixed: 64 MiB) and -1 uses package source's own pool; without
 	// Memory, 0 uses package source's own pool.
 	ReadBuffers int64
-	// Memory is the memory runtime ([elastic.Elastic] by default, [elastic.Fixed] for
+	// Memory is the memory runtime ([memory.Elastic] by default, [memory.Fixed] for
 	// psiflow before issue 9, "" for none: a plain budget of Budget bytes). With a
 	// runtime, Budget is the largest budget (elastic) or the budget (fixed).
-	Memory elastic.Mode
+	Memory memory.Mode
 	// Pressure gates the source and its reads on the cgroup's memory pressure
 	// (with Memory set).
 	Pressure bool
-	// KeepTextUnlocked leaves the program's code reclaimable; the elastic runtime
-	// otherwise locks it as it is faulted in (see elastic.Config.KeepTextUnlocked).
-	KeepTextUnlocked bool
 	// BelowFloor is what an elastic loader does when its cgroup leaves it less
-	// than its floor ([FloorOf]): [elastic.StopBelowFloor] ("" too) ends the run
-	// with an [elastic.BelowFloorError], [elastic.RunAtFloor] runs on at the floor.
-	BelowFloor elastic.FloorPolicy
-	// KeepOOMScore leaves oom_score_adj alone; the elastic runtime otherwise makes
-	// the loader the OOM killer's first choice in its cgroup.
-	KeepOOMScore bool
+	// than its floor ([FloorOf]): [memory.StopBelowFloor] ("" too) ends the run
+	// with a [memory.BelowFloorError], [memory.RunAtFloor] runs on at the floor.
+	BelowFloor memory.FloorPolicy
+	// Process are the memory runtime's actions on the whole process (the OOM
+	// preference, the locked program text, the Go memory limit): off by default
+	// for a library, all on in the launcher ([memory.LauncherProcess]).
+	Process memory.ProcessActions
 	// Cache keeps samples between epochs in preemptible UMA memory (see
 	// [CacheMode]); "" is CacheOff.
 	Cache CacheMode
@@ -111,7 +114,7 @@ type Config struct {
 // DefaultConfig is what "make run" uses on the generated folder dir.
 func DefaultConfig(dir string) Config {
 	return Config{Dir: dir, Workers: runtime.GOMAXPROCS(0), BatchSize: 64, Resize: 256, Crop: 224, Queue: 4,
-		Budget: 32 << 20, Epochs: 1, DropCache: true, Direct: true, Labels: true, Memory: elastic.Elastic, Pressure: true}
+		Budget: 32 << 20, Epochs: 1, DropCache: true, Direct: true, Labels: true, Memory: memory.Elastic, Pressure: true}
 }
 
 // Validate reports the first field that cannot work.
@@ -139,6 +142,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("imagefolder: limit %d: must be 0 (all) or more", c.Limit)
 	case c.ReadBuffers < 0 && (c.Memory == "" || c.ReadBuffers != -1):
 		return fmt.Errorf("imagefolder: read buffers %d bytes: must be 0 (default), -1 (package source's pool, with Memory) or more", c.ReadBuffers)
+	case c.Transform != nil && c.Cache != "" && c.Cache != CacheOff:
+		return fmt.Errorf("imagefolder: cache %s with a custom transform: the cache holds the validation transform's samples (Resize, CenterCrop, uint8)", c.Cache)
 	case c.CacheMax < 0:
 		return fmt.Errorf("imagefolder: cache max %d bytes: must be 0 (default) or more", c.CacheMax)
 	}
@@ -146,12 +151,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("imagefolder: %w", err)
 	}
 	if c.Memory != "" {
-		if _, err := elastic.ParseMode(string(c.Memory)); err != nil {
+		if _, err := memory.ParseMode(string(c.Memory)); err != nil {
 			return fmt.Errorf("imagefolder: %w", err)
 		}
 	}
 	if c.BelowFloor != "" {
-		if _, err := elastic.ParseFloorPolicy(string(c.BelowFloor)); err != nil {
+		if _, err := memory.ParseFloorPolicy(string(c.BelowFloor)); err != nil {
+			return fmt.Errorf("imagefolder: %w", err)
+		}
+	}
+	if c.Transform != nil {
+		if err := c.Transform.Validate(); err != nil {
 			return fmt.Errorf("imagefolder: %w", err)
 		}
 	}
@@ -183,16 +193,13 @@ func (c Config) skipPolicy(log func(key string, err error)) stage.SkipPolicy {
 // batches.
 type Hooks struct {
 	Options []flow.Option
-	// Run runs each graph; with Config.Memory set it must be nil (the memory
-	// runtime runs the graph under its monitor).
-	Run func(ctx context.Context, g *flow.Graph) error
 	// Registerer receives the memory runtime's metrics (psiflow_shed_action_*,
 	// psiflow_elastic_*, psiflow_uma_*, psiflow_pressure_*), or without a runtime
 	// the psiflow_uma_* metrics of the read-buffer UMA.
 	Registerer prometheus.Registerer
 	// Runtime, when set, is called with the memory runtime once it is built (to
 	// report its pressure levels or shed actions after Run).
-	Runtime func(*elastic.Runtime)
+	Runtime func(*memory.Runtime)
 	// Consume receives every batch; the graph releases the batch when it returns.
 	Consume func(ctx context.Context, b *tensor.Batch) error
 	// Info receives one line for each choice made at start (reader, decoder, buffers).
@@ -281,16 +288,12 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	var bufs source.BufferProvider
 	var u *uma.UMA
 	graphOpts := []flow.Option{flow.WithBudget(cfg.Budget), flow.WithQueueSize(cfg.Queue)}
-	runGraph := hooks.Run
-	workers, err := elastic.NewWorkers(cfg.Workers + elastic.WorkerSlack)
+	workers, err := memory.NewWorkers(cfg.Workers + memory.WorkerSlack)
 	if err != nil {
 		return progress.Summary{}, err
 	}
-	var rt *elastic.Runtime
+	var rt *memory.Runtime
 	if cfg.Memory != "" {
-		if hooks.Run != nil {
-			return progress.Summary{}, errors.New("imagefolder: Hooks.Run is set with Config.Memory: the memory runtime runs the graph")
-		}
 		if rt, err = newRuntime(cfg, files, hooks); err != nil {
 			return progress.Summary{}, err
 		}
@@ -301,10 +304,12 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		if hooks.Runtime != nil {
 			hooks.Runtime(rt)
 		}
-		graphOpts = append(rt.Options(), flow.WithQueueSize(cfg.Queue))
-		bufs, workers, runGraph, u = rt.Buffers(), rt.Workers(), rt.Run, rt.UMA()
+		// The graph takes the runtime once: its budget, gate, monitor, headroom,
+		// read buffers and epoch boundary come with it.
+		graphOpts = []flow.Option{flow.WithRuntime(rt), flow.WithQueueSize(cfg.Queue)}
+		workers, u = rt.Workers(), rt.UMA()
 	} else if cfg.ReadBuffers > 0 {
-		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer, MemoryLimit: pressure.SelfMemoryLimit}); err != nil {
+		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer, MemoryLimit: memory.SelfMemoryLimit}); err != nil {
 			return progress.Summary{}, err
 		}
 		pool, err := u.NewPool("read-buffers", cfg.ReadBuffers, uma.ArenaOptions{Registered: true})
@@ -332,7 +337,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	if cache != nil && rt != nil {
 		// At Critical the cache gives back its coldest eighth (it is rebuilt from
 		// the files when the pressure is gone).
-		rt.OnShed(elastic.ActionSampleCache, func(context.Context) (int64, error) {
+		rt.OnShed(memory.ActionSampleCache, func(context.Context) (int64, error) {
 			return cache.c.Shed(max(cache.c.Stats().Bytes/8, 1<<20)), nil
 		})
 		// The cache follows the headroom: it may hold half of what the headroom
@@ -357,9 +362,10 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	defer stop()
 	defer func() { sum.Elapsed = time.Since(start) }() // sum is the named result: set after the return value
 
-	get := func(h *elastic.Held[*source.Sample]) decode.Encoded {
+	var epochNow int64 // the running epoch's number, set before its graph starts
+	get := func(h *memory.Held[*source.Sample]) decode.Encoded {
 		s := h.V
-		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key)}
+		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key), Index: s.Index, Epoch: epochNow}
 		if len(s.Fields) > 0 {
 			e.Data = s.Fields[0].Data
 		}
@@ -380,7 +386,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	}
 	if cache != nil && cache.mode == CacheEncoded {
 		inner := get
-		get = func(h *elastic.Held[*source.Sample]) decode.Encoded {
+		get = func(h *memory.Held[*source.Sample]) decode.Encoded {
 			e := inner(h)
 			if !fromCache(h.V) {
 				_ = cache.putEncoded(e.Key, e.Data)
@@ -413,9 +419,14 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		mu.Unlock()
 		g := flow.New("imagefolder", append(slices.Clone(graphOpts), hooks.Options...)...)
 		// Decoded bytes are reserved from the graph's budget before decoding.
+		epochNow = int64(cfg.StartEpoch + epoch)
+		tr := decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: tensor.CHW}
+		if cfg.Transform != nil {
+			tr = *cfg.Transform
+		}
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
 			Workers: cfg.Workers, Ordered: cfg.Ordered, Observer: hooks.Decodes,
-			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: tensor.CHW},
+			Transform: tr,
 			Budget:    g.Budget(), Skip: cfg.skipPolicy(skipped),
 		}, get)
 		if err != nil {
@@ -424,7 +435,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		// narrow admits a file to decoding only while a decode slot is free: the
 		// memory runtime narrows decoding under pressure.
 		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*tensor.Sample] {
-			return flow.Via(flow.Via(in, elastic.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
+			return flow.Via(flow.Via(in, memory.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
 		}
 		opts := source.Options{Epoch: cfg.StartEpoch + epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Rank: cfg.Rank, WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
 		var start int64 // the first epoch resumes at StartAt
@@ -477,11 +488,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		mu.Lock()
 		current = g
 		mu.Unlock()
-		if runGraph != nil {
-			err = runGraph(ctx, g)
-		} else {
-			err = g.Run(ctx)
-		}
+		err = g.Run(ctx)
 		mu.Lock()
 		sum.Stages = g.Stats()
 		sum.Peak = max(sum.Peak, g.Budget().MaxInUse())
@@ -499,11 +506,6 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		return late, lookups, err
 	}
 	for epoch := range cfg.Epochs {
-		if rt != nil && epoch > 0 {
-			if err := rt.NextEpoch(); err != nil {
-				return sum, err
-			}
-		}
 		epochStart := time.Now()
 		mu.Lock()
 		itemsBefore := sum.Items

@@ -17,8 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
@@ -82,7 +81,7 @@ func writeFolder(t *testing.T, n int) string {
 func smallConfig(root string) Config {
 	c := DefaultConfig(root)
 	c.Workers, c.BatchSize, c.Resize, c.Crop, c.Queue, c.Budget, c.ReadBuffers = 2, 8, 48, 32, 2, 1<<20, 0
-	c.Pressure, c.KeepOOMScore = false, true
+	c.Pressure = false
 	return c
 }
 
@@ -93,7 +92,7 @@ func TestRunDeliversBatches(t *testing.T) {
 		limit       int64
 		epochs      int
 		readBuffers int64
-		memory      elastic.Mode // "": elastic; "none": no runtime
+		memory      memory.Mode // "": elastic; "none": no runtime
 		pressure    bool
 		want        string // batch sizes in order
 	}{
@@ -101,7 +100,7 @@ func TestRunDeliversBatches(t *testing.T) {
 		{name: "limit", limit: 10, want: "[8 8]"},
 		{name: "two epochs", epochs: 2, want: "[8 8 5 8 8 5]"},
 		{name: "uma read buffers", readBuffers: 4 << 20, want: "[8 8 5]"},
-		{name: "fixed", memory: elastic.Fixed, want: "[8 8 5]"},
+		{name: "fixed", memory: memory.Fixed, want: "[8 8 5]"},
 		{name: "plain", memory: "none", want: "[8 8 5]"},
 		{name: "plain uma read buffers", memory: "none", readBuffers: 4 << 20, want: "[8 8 5]"},
 		{name: "elastic with pressure", pressure: true, epochs: 2, want: "[8 8 5 8 8 5]"},
@@ -209,14 +208,6 @@ func TestValidate(t *testing.T) {
 		if _, err := Run(context.Background(), c, Hooks{}); err == nil {
 			t.Errorf("Run accepted %+v", c)
 		}
-	}
-}
-
-func TestRunWithMemoryRejectsRunHook(t *testing.T) {
-	root := writeFolder(t, 3)
-	_, err := Run(context.Background(), smallConfig(root), Hooks{Run: func(ctx context.Context, g *flow.Graph) error { return g.Run(ctx) }})
-	if err == nil || !strings.Contains(err.Error(), "Hooks.Run") {
-		t.Fatalf("Run with Memory and Hooks.Run: %v", err)
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/psiflow/psiflow/pipelines/elastic"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/source"
 )
 
@@ -54,11 +54,11 @@ func FloorOf(cfg Config, paths []string) (Floor, error) {
 }
 
 // newRuntime builds the memory runtime of cfg (cfg.Memory is set).
-func newRuntime(cfg Config, files *source.Files, hooks Hooks) (*elastic.Runtime, error) {
-	ec := elastic.Config{Mode: cfg.Memory, Pressure: cfg.Pressure, Workers: cfg.Workers, MaxBudget: cfg.Budget,
-		ReadRegistered: cfg.ReadBuffers, Registerer: hooks.Registerer, Info: hooks.Info, KeepOOMScore: cfg.KeepOOMScore,
-		BelowFloor: cfg.BelowFloor, KeepTextUnlocked: cfg.KeepTextUnlocked}
-	if cfg.Memory == elastic.Elastic {
+func newRuntime(cfg Config, files *source.Files, hooks Hooks) (*memory.Runtime, error) {
+	ec := memory.Config{Mode: cfg.Memory, Pressure: cfg.Pressure, Workers: cfg.Workers, MaxBudget: cfg.Budget,
+		ReadRegistered: cfg.ReadBuffers, Registerer: hooks.Registerer, Info: hooks.Info,
+		BelowFloor: cfg.BelowFloor, Process: cfg.Process}
+	if cfg.Memory == memory.Elastic {
 		f, err := FloorOf(cfg, files.Paths())
 		if err != nil {
 			return nil, err
@@ -66,7 +66,7 @@ func newRuntime(cfg Config, files *source.Files, hooks Hooks) (*elastic.Runtime,
 		ec.BudgetFloor = min(f.Encoded, cfg.Budget)
 		ec.Floor = ec.BudgetFloor + f.Output + f.Scratch
 	}
-	rt, err := elastic.New(ec)
+	rt, err := memory.New(ec)
 	if err != nil {
 		return nil, fmt.Errorf("imagefolder: %w", err)
 	}

@@ -12,7 +12,9 @@
 // buffer and submits the read (files) or when the element leaves the
 // iterator (tar shards, tables), and finally emits the element; the permit
 // is released once it is queued. The graph's budget is used unless
-// [source.Options.Budget] names another one. Elements release their buffers
+// [source.Options.Budget] names another one, and the read buffers of the
+// graph's runtime (flow.WithRuntime with package memory's runtime) unless
+// [source.Options.Buffers] names others. Elements release their buffers
 // and bytes when the graph releases them (they are [stage.Releaser]s), so a
 // finished or cancelled graph leaves the budget at zero.
 //
@@ -20,4 +22,11 @@
 // datasets) or min(QueueDepth, 8) chunks (tar shards). Setting
 // [source.Options.Gate] to the graph's own gate additionally gates every
 // read; give that gate enough permits for the read-ahead plus one.
+//
+// # Shutdown
+//
+// A source whose graph is cancelled closes its iterator, which cancels the
+// reads in flight and waits for the kernel to let go of them. It waits at
+// most [CloseGrace]: a read that storage does not answer is then named in
+// the log and left behind, and the graph ends without it.
 package flowsrc

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/flow/throttle"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/stage/decode"
@@ -23,17 +23,15 @@ import (
 func Example_imageFolder() {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	th, err := throttle.New(throttle.Config{Registerer: reg})
+	// The memory runtime: a quarter of the cgroup memory limit in flight, the gate
+	// on its memory pressure, the read pool the reads land in.
+	rt, err := memory.New(memory.Config{Mode: memory.Fixed, Pressure: true, Workers: runtime.NumCPU(), Registerer: reg})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	budget, _, _, err := throttle.DefaultBudget()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	g := flow.New("train", budget, th.Option(), flow.WithRegistry(reg))
+	defer rt.Close()
+	g := flow.New("train", flow.WithRuntime(rt), flow.WithRegistry(reg))
 
 	files, err := source.Dir("/data/imagenet/train", ".JPEG")
 	if err != nil {
@@ -61,7 +59,7 @@ func Example_imageFolder() {
 		_ = b.Tensor // hand the [64, 3, 224, 224] uint8 tensor to the training step
 		return nil
 	})
-	if err := th.Run(ctx, g); err != nil {
+	if err := g.Run(ctx); err != nil {
 		fmt.Println(err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"time"
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/source"
@@ -61,6 +63,12 @@ func iter[T any](g *flow.Graph, name string, open func(source.Options) (source.I
 			opts.Gate = gt
 		}
 	}
+	if opts.Buffers == nil {
+		// The graph's runtime owns the read buffers (package memory's read pools).
+		if rb, ok := g.Runtime().(interface{ ReadBuffers() source.BufferProvider }); ok {
+			opts.Buffers = rb.ReadBuffers()
+		}
+	}
 	return flow.Source(g, name, func(ctx context.Context, out *flow.Emitter[T]) (err error) {
 		// Every skip counts in the source's stage counters, and reaches the
 		// caller's OnSkip, which names it.
@@ -76,7 +84,7 @@ func iter[T any](g *flow.Graph, name string, open func(source.Options) (source.I
 			return err
 		}
 		defer func() {
-			if cerr := it.Close(); cerr != nil && err == nil {
+			if cerr := closeIter(ctx, name, it, opts.Reader.Logger); cerr != nil && err == nil {
 				err = fmt.Errorf("closing %s: %w", name, cerr)
 			}
 		}()
@@ -108,4 +116,38 @@ func iter[T any](g *flow.Graph, name string, open func(source.Options) (source.I
 			}
 		}
 	}, nodeOpts...)
+}
+
+// CloseGrace is how long a cancelled source waits for its iterator to close
+// (for the reads it has in flight to be cancelled, or to finish) before the
+// graph ends without it. A read that storage never answers (a hung NFS or
+// FUSE server) cannot be taken back from the kernel: the graph then ends
+// anyway, and the iterator closes, returning its buffers and bytes, when the
+// kernel lets go of the read. The source says so in the log.
+const CloseGrace = time.Second
+
+// closeIter closes it; when ctx has ended it waits at most CloseGrace.
+func closeIter[T any](ctx context.Context, name string, it source.Iterator[T], logger *slog.Logger) error {
+	if ctx.Err() == nil {
+		return it.Close()
+	}
+	done := make(chan error, 1)
+	go func() { done <- it.Close() }()
+	t := time.NewTimer(CloseGrace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		if logger == nil {
+			logger = slog.Default()
+		}
+		var waiting []string
+		if w, ok := any(it).(source.WaitReporter); ok {
+			waiting = w.Waiting()
+		}
+		logger.Warn("psiflow: a read is still in the kernel after the graph was cancelled (storage not answering?); the graph ends without waiting for it",
+			"source", name, "waited", CloseGrace, "files", waiting)
+		return nil
+	}
 }

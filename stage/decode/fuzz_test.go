@@ -98,7 +98,8 @@ func FuzzPNGHeader(f *testing.F) {
 }
 
 // FuzzDecode decodes small inputs whole, with both backends, directly and
-// through a Processor (Resize + CenterCrop + tensor): no panic, errors name
+// through a Processor (Resize + CenterCrop, and RandomResizedCrop + flip,
+// to a tensor): no panic, errors name
 // the input, a decoded image has the size Inspect predicted, within the
 // bytes it predicted, and nothing over the pixel limit is decoded.
 func FuzzDecode(f *testing.F) {
@@ -121,18 +122,24 @@ func FuzzDecode(f *testing.F) {
 			case err == nil && (m.W != in.DecodedW || m.H != in.DecodedH || int64(len(m.Pix)) > in.DecodeBytes):
 				t.Fatalf("%s: decoded %d×%d in %d bytes, Inspect said %d×%d within %d", d.Backend(), m.W, m.H, len(m.Pix), in.DecodedW, in.DecodedH, in.DecodeBytes)
 			}
-			p, err := NewProcessor(d, Transform{Resize: 20, CenterCrop: 16, Layout: tensor.CHW})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out tensor.Tensor
-			plan, perr := p.Plan(Encoded{Data: data, Key: "fuzz"})
-			if err := p.Process(&out, Encoded{Data: data, Key: "fuzz"}); err == nil {
-				if perr != nil || len(out.U8) != 3*16*16 || plan.OutW != 16 || plan.OutH != 16 {
-					t.Fatalf("%s: processed into %v (plan %+v, %v)", d.Backend(), out.Shape, plan, perr)
+			for _, tr := range []Transform{
+				{Resize: 20, CenterCrop: 16, Layout: tensor.CHW},
+				{RandomResizedCrop: ResizedCrop{Size: 16}, FlipProb: 0.5, Seed: 1, Layout: tensor.CHW},
+			} {
+				p, err := NewProcessor(d, tr)
+				if err != nil {
+					t.Fatal(err)
 				}
-			} else if !bytes.Contains([]byte(err.Error()), []byte("fuzz")) {
-				t.Fatalf("%s: Process error %v does not name the input", d.Backend(), err)
+				var out tensor.Tensor
+				e := Encoded{Data: data, Key: "fuzz", Index: int64(len(data))}
+				plan, perr := p.Plan(e)
+				if err := p.Process(&out, e); err == nil {
+					if perr != nil || len(out.U8) != 3*16*16 || plan.OutW != 16 || plan.OutH != 16 {
+						t.Fatalf("%s: processed into %v (plan %+v, %v)", d.Backend(), out.Shape, plan, perr)
+					}
+				} else if !bytes.Contains([]byte(err.Error()), []byte("fuzz")) {
+					t.Fatalf("%s: Process error %v does not name the input", d.Backend(), err)
+				}
 			}
 		}
 	})

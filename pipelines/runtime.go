@@ -1,0 +1,71 @@
+package pipelines
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/memory"
+)
+
+// newRuntime makes the memory runtime of p from its resources: the mode, the
+// budget (auto: a quarter of the cgroup memory limit), the gate, the floor, the
+// decode workers it narrows, and the registered read pool (the source's
+// read_buffers).
+func newRuntime(p *Pipeline, hooks Hooks) (*memory.Runtime, error) {
+	info := func(format string, args ...any) {
+		if hooks.Info != nil {
+			hooks.Info(fmt.Sprintf(format, args...))
+		}
+	}
+	res := p.Resource
+	mode := res.MemoryMode
+	if mode == "" {
+		mode = memory.Elastic
+	}
+	cfg := memory.Config{Mode: mode, Pressure: res.Pressure, MaxBudget: res.Budget, Workers: decodeWorkers(p),
+		ReadRegistered: p.Source.Config.Int("read_buffers"), BelowFloor: res.BelowFloor,
+		Registerer: hooks.Registerer, Info: hooks.Info, Process: hooks.Process}
+	if mode == memory.Elastic {
+		if cfg.MaxBudget <= 0 {
+			b, from, err := memory.DefaultByteBudget(0)
+			if err != nil {
+				return nil, fmt.Errorf("budget auto: %w", err)
+			}
+			cfg.MaxBudget = b
+			info("budget: at most %s in flight, a quarter of the memory limit (%s)", bytesize.Human(b), from)
+		}
+		// A pipeline file does not say its smallest working set: the floor is an
+		// eighth of the budget, between 4 and 64 MiB.
+		cfg.Floor = min(cfg.MaxBudget, max(4<<20, min(cfg.MaxBudget/8, 64<<20)))
+		cfg.BudgetFloor = cfg.Floor
+	} else if cfg.MaxBudget > 0 {
+		info("budget: %s in flight", bytesize.Human(cfg.MaxBudget))
+	}
+	rt, err := memory.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if res.Pressure {
+		info("source gated on this cgroup's memory pressure (resources.pressure: off to turn off)")
+	}
+	return rt, nil
+}
+
+// decodeWorkers is the number of workers of p's stages that declare a workers
+// parameter (0 there: GOMAXPROCS), at least 1: the memory runtime narrows them
+// under pressure.
+func decodeWorkers(p *Pipeline) int {
+	n := 0
+	for _, c := range p.Stages {
+		if _, ok := c.Kind.Param("workers"); !ok {
+			continue
+		}
+		w := int(c.Config.Int("workers"))
+		if w == 0 {
+			w = runtime.GOMAXPROCS(0)
+		}
+		n += w
+	}
+	return max(n, 1)
+}
