@@ -16,6 +16,7 @@ import (
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/stage/decode"
 	"github.com/psiflow/psiflow/tensor"
 )
 
@@ -31,6 +32,10 @@ type serveConfig struct {
 	acceptTimeout time.Duration
 	folder        imagefolder.Config
 	plan          bool
+	rrc           int        // -random-resized-crop
+	scale, ratio  [2]float64 // its ranges
+	flip          float64
+	normalize     string
 	rank          int // -1: from the environment
 	worldSize     int // 0: from the environment
 	budget        string
@@ -63,6 +68,13 @@ func parseServe(args []string) (serveConfig, error) {
 	fs.BoolVar(&c.folder.DropLast, "drop-last", false, "cut each epoch's remainder so every rank reads the same count (else: padded by repeating the epoch's first files)")
 	fs.IntVar(&c.folder.StartEpoch, "epoch", 0, "number of the first epoch (it selects the shuffle)")
 	fs.Int64Var(&c.folder.StartAt, "start", 0, "resume the first epoch at this global offset (entries consumed by all ranks together)")
+	fs.IntVar(&c.rrc, "random-resized-crop", 0, "the training transform: torchvision RandomResizedCrop(n) instead of -resize and -crop; 0: none")
+	fs.Float64Var(&c.scale[0], "scale-min", 0.08, "-random-resized-crop: smallest box area, a fraction of the image's")
+	fs.Float64Var(&c.scale[1], "scale-max", 1, "-random-resized-crop: largest box area")
+	fs.Float64Var(&c.ratio[0], "ratio-min", 3.0/4, "-random-resized-crop: smallest aspect ratio (width/height)")
+	fs.Float64Var(&c.ratio[1], "ratio-max", 4.0/3, "-random-resized-crop: largest aspect ratio")
+	fs.Float64Var(&c.flip, "flip", 0, "probability of a horizontal flip (RandomHorizontalFlip: 0.5)")
+	fs.StringVar(&c.normalize, "normalize", "none", "none: uint8 output; imagenet: float32 (v/255-mean)/std with ImageNet's mean and std")
 	fs.BoolVar(&c.plan, "plan", false, "send each epoch's plan (samples, rank's share, start) before its batches, as a \"plan\" message (python/psiflow's DataLoader asks for it)")
 	fs.IntVar(&c.rank, "rank", -1, "this process's rank; -1: RANK from the environment, else 0")
 	fs.IntVar(&c.worldSize, "world-size", 0, "number of ranks; 0: WORLD_SIZE from the environment, else 1")
@@ -97,6 +109,11 @@ func parseServe(args []string) (serveConfig, error) {
 		return c, fmt.Errorf("%w: -budget %q: want a positive size such as 32M", errUsage, c.budget)
 	}
 	if c.folder.Dir != "" {
+		tr, err := c.transform()
+		if err != nil {
+			return c, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		c.folder.Transform = tr
 		if err := c.folder.Validate(); err != nil {
 			return c, fmt.Errorf("%w: %v", errUsage, err)
 		}
@@ -176,6 +193,30 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 		fmt.Fprintf(stdout, "psiflow serve: %d samples in %d batches, %.1f s, %.0f samples/s\n", sum.Items, sum.Batches, sec, float64(sum.Items)/sec)
 	}
 	return err
+}
+
+// transform is the training transform the flags ask for, nil for the
+// validation transform (-resize, -crop, uint8).
+func (c serveConfig) transform() (*decode.Transform, error) {
+	if c.rrc == 0 && c.flip == 0 && c.normalize == "none" {
+		return nil, nil
+	}
+	tr := decode.Transform{Resize: c.folder.Resize, CenterCrop: c.folder.Crop, FlipProb: c.flip, Layout: tensor.CHW, Seed: c.folder.Seed}
+	if c.rrc > 0 {
+		tr.Resize, tr.CenterCrop = 0, 0
+		tr.RandomResizedCrop = decode.ResizedCrop{Size: c.rrc, Scale: c.scale, Ratio: c.ratio}
+	}
+	switch c.normalize {
+	case "none":
+	case "imagenet":
+		tr.Normalize = decode.ImageNet()
+	default:
+		return nil, fmt.Errorf("-normalize %q: want none or imagenet", c.normalize)
+	}
+	if err := tr.Validate(); err != nil {
+		return nil, err
+	}
+	return &tr, nil
 }
 
 // servePlan is the "plan" message sent before each epoch's batches: this

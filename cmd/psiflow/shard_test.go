@@ -60,3 +60,23 @@ func TestServeShardingFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestServeTransformFlags: the training transform's flags are checked when
+// serve starts.
+func TestServeTransformFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-normalize", "bogus"}, "-normalize"},
+		{[]string{"-random-resized-crop", "64", "-scale-min", "0.9", "-scale-max", "0.1"}, "scale"},
+		{[]string{"-flip", "1.5"}, "flip"},
+	} {
+		var out bytes.Buffer
+		all := append([]string{"serve", "-socket", filepath.Join(dir, "s.sock"), "-data", dir}, tc.args...)
+		if code := dispatch(context.Background(), &out, &out, all); code != 2 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%v: exit %d, %q: want a usage error naming %s", tc.args, code, out.String(), tc.want)
+		}
+	}
+}

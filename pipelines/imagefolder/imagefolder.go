@@ -58,6 +58,11 @@ type Config struct {
 	// run delivers the rest of epoch StartEpoch, then Epochs-1 more.
 	StartEpoch int
 	StartAt    int64
+	// Transform, when not nil, replaces Resize and Crop: the training transform
+	// (decode.Transform's RandomResizedCrop, FlipProb, Normalize), each sample's
+	// draws from (Transform.Seed, epoch, the sample's dataset index). Random
+	// transforms and normalised output cannot be cached.
+	Transform *decode.Transform
 
 	DropCache bool // drop each file's page cache once read
 	// Direct reads with O_DIRECT, past the page cache: the reads charge nothing to
@@ -137,6 +142,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("imagefolder: limit %d: must be 0 (all) or more", c.Limit)
 	case c.ReadBuffers < 0 && (c.Memory == "" || c.ReadBuffers != -1):
 		return fmt.Errorf("imagefolder: read buffers %d bytes: must be 0 (default), -1 (package source's pool, with Memory) or more", c.ReadBuffers)
+	case c.Transform != nil && c.Cache != "" && c.Cache != CacheOff:
+		return fmt.Errorf("imagefolder: cache %s with a custom transform: the cache holds the validation transform's samples (Resize, CenterCrop, uint8)", c.Cache)
 	case c.CacheMax < 0:
 		return fmt.Errorf("imagefolder: cache max %d bytes: must be 0 (default) or more", c.CacheMax)
 	}
@@ -150,6 +157,11 @@ func (c Config) Validate() error {
 	}
 	if c.BelowFloor != "" {
 		if _, err := memory.ParseFloorPolicy(string(c.BelowFloor)); err != nil {
+			return fmt.Errorf("imagefolder: %w", err)
+		}
+	}
+	if c.Transform != nil {
+		if err := c.Transform.Validate(); err != nil {
 			return fmt.Errorf("imagefolder: %w", err)
 		}
 	}
@@ -297,7 +309,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		graphOpts = []flow.Option{flow.WithRuntime(rt), flow.WithQueueSize(cfg.Queue)}
 		workers, u = rt.Workers(), rt.UMA()
 	} else if cfg.ReadBuffers > 0 {
-		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer}); err != nil {
+		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer, MemoryLimit: memory.SelfMemoryLimit}); err != nil {
 			return progress.Summary{}, err
 		}
 		pool, err := u.NewPool("read-buffers", cfg.ReadBuffers, uma.ArenaOptions{Registered: true})
@@ -350,9 +362,10 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	defer stop()
 	defer func() { sum.Elapsed = time.Since(start) }() // sum is the named result: set after the return value
 
+	var epochNow int64 // the running epoch's number, set before its graph starts
 	get := func(h *memory.Held[*source.Sample]) decode.Encoded {
 		s := h.V
-		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key)}
+		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key), Index: s.Index, Epoch: epochNow}
 		if len(s.Fields) > 0 {
 			e.Data = s.Fields[0].Data
 		}
@@ -406,9 +419,14 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		mu.Unlock()
 		g := flow.New("imagefolder", append(slices.Clone(graphOpts), hooks.Options...)...)
 		// Decoded bytes are reserved from the graph's budget before decoding.
+		epochNow = int64(cfg.StartEpoch + epoch)
+		tr := decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: tensor.CHW}
+		if cfg.Transform != nil {
+			tr = *cfg.Transform
+		}
 		st, err := decode.NewStage("decode", dec, decode.StageConfig{
 			Workers: cfg.Workers, Ordered: cfg.Ordered, Observer: hooks.Decodes,
-			Transform: decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: tensor.CHW},
+			Transform: tr,
 			Budget:    g.Budget(), Skip: cfg.skipPolicy(skipped),
 		}, get)
 		if err != nil {

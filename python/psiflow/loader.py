@@ -7,9 +7,65 @@ from .client import Loader, PsiflowError
 
 STATE_VERSION = 1
 
-# transform="val" is ImageNet's validation transform: Resize(256), CenterCrop(224).
-_VAL = {"resize": 256, "crop": 224}
-_TRANSFORM_FLAGS = {"resize": "-resize", "crop": "-crop"}
+# The transforms, as torchvision's ImageNet recipes write them:
+#   "val":   Resize(256), CenterCrop(224), uint8 CHW
+#   "train": RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4, 4/3)),
+#            RandomHorizontalFlip(0.5), ToTensor + Normalize(ImageNet) → float32 CHW
+PRESETS = {
+    "val": {"resize": 256, "crop": 224},
+    "train": {"random_resized_crop": 224, "scale": (0.08, 1.0), "ratio": (3.0 / 4, 4.0 / 3), "flip": 0.5,
+              "normalize": "imagenet"},
+}
+_SIZES = {"resize": "-resize", "crop": "-crop", "random_resized_crop": "-random-resized-crop"}
+_RANGES = {"scale": ("-scale-min", "-scale-max"), "ratio": ("-ratio-min", "-ratio-max")}
+
+
+def transform_flags(transform):
+    """psiflow serve's flags for transform: "val", "train", or a dict of
+    parameters over a preset ({"preset": "train", "normalize": "none"}; the
+    preset is "val" when not named)."""
+    if isinstance(transform, str):
+        if transform not in PRESETS:
+            raise ValueError("transform=%r: want 'val', 'train' or a dict of parameters" % (transform,))
+        params = dict(PRESETS[transform])
+    elif isinstance(transform, dict):
+        over = dict(transform)
+        preset = over.pop("preset", "val")
+        if preset not in PRESETS:
+            raise ValueError("transform: preset %r: want 'val' or 'train'" % (preset,))
+        params = dict(PRESETS[preset])
+        known = set(_SIZES) | set(_RANGES) | {"flip", "normalize"}
+        for k in over:
+            if k not in known:
+                raise ValueError("transform: unknown parameter %r (known: %s)" % (k, ", ".join(sorted(known | {"preset"}))))
+        params.update(over)
+    else:
+        raise ValueError("transform=%r: want 'val', 'train' or a dict of parameters" % (transform,))
+    flags = []
+    for k, flag in _SIZES.items():
+        if k in params:
+            v = params[k]
+            if not isinstance(v, int) or v < 1:
+                raise ValueError("transform: %s=%r: want a positive integer" % (k, v))
+            flags += [flag, str(v)]
+    if "random_resized_crop" in params:
+        for k, (lo_flag, hi_flag) in _RANGES.items():
+            lo, hi = params.get(k, PRESETS["train"][k])
+            if not 0 < lo <= hi:
+                raise ValueError("transform: %s=%r: want 0 < low <= high" % (k, params.get(k)))
+            flags += [lo_flag, repr(float(lo)), hi_flag, repr(float(hi))]
+    flip = params.get("flip", 0)
+    if not isinstance(flip, (int, float)) or not 0 <= flip <= 1:
+        raise ValueError("transform: flip=%r: want a probability in [0, 1]" % (flip,))
+    if flip:
+        flags += ["-flip", repr(float(flip))]
+    norm = params.get("normalize", "none")
+    if norm in (None, False):
+        norm = "none"
+    if norm not in ("none", "imagenet"):
+        raise ValueError("transform: normalize=%r: want 'imagenet' or 'none'" % (norm,))
+    flags += ["-normalize", norm]
+    return flags
 
 
 def _distributed():
@@ -61,8 +117,12 @@ class DataLoader:
     indices, as torchvision's ImageFolder gives them.
     shuffle, seed: a permutation of the whole folder per (seed, epoch), then
     sharded by rank, as DistributedSampler; every epoch a different order.
-    transform: "val" (Resize 256, CenterCrop 224, uint8 CHW) or a dict of
-    overrides of the pipeline's parameters, e.g. {"resize": 160, "crop": 128}.
+    transform: "val" (Resize 256, CenterCrop 224: uint8 CHW), "train"
+    (RandomResizedCrop 224, RandomHorizontalFlip, Normalize with ImageNet's mean
+    and std: float32 CHW; each sample's crop and flip drawn from (seed, epoch,
+    its index), so a resumed epoch gets the same augmentation), or a dict of
+    parameters over a preset: {"resize": 160, "crop": 128},
+    {"preset": "train", "normalize": "none"} (uint8, normalise on the GPU).
     drop_last: both of PyTorch's: each rank's share is cut to the same count
     (DistributedSampler's drop_last; else padded by repeating the epoch's first
     samples) and the last short batch is dropped (DataLoader's drop_last).
@@ -105,7 +165,7 @@ class DataLoader:
         self.return_keys = bool(return_keys)
         self.prefetch = prefetch
         self.start_timeout = start_timeout
-        self._transform = self._transform_flags(transform)
+        self._transform = transform_flags(transform)
         self._bin = _binary.find(psiflow_bin)
         self._torch = _want_torch(tensors)
         self._serve_args = list(serve_args)
@@ -118,28 +178,6 @@ class DataLoader:
         self._loader_at = None   # its (epoch, start)
         self._state_samples = None  # the dataset size a loaded state is for
         self._running = None
-
-    @staticmethod
-    def _transform_flags(transform):
-        if transform == "val":
-            params = dict(_VAL)
-        elif transform == "train":
-            raise ValueError("transform='train' (RandomResizedCrop, flip, normalise) needs the decode stage's "
-                             "random crop, which this psiflow does not have yet; use 'val' or a dict of overrides")
-        elif isinstance(transform, dict):
-            params = dict(_VAL)
-            for k, v in transform.items():
-                if k not in _TRANSFORM_FLAGS:
-                    raise ValueError("transform: unknown parameter %r (known: %s)" % (k, ", ".join(sorted(_TRANSFORM_FLAGS))))
-                if not isinstance(v, int) or v < 1:
-                    raise ValueError("transform: %s=%r: want a positive integer" % (k, v))
-                params[k] = v
-        else:
-            raise ValueError("transform=%r: want 'val', 'train' or a dict of pipeline parameters" % (transform,))
-        flags = []
-        for k in sorted(params):
-            flags += [_TRANSFORM_FLAGS[k], str(params[k])]
-        return flags
 
     # -- psiflow serve ------------------------------------------------------
     def _serve_cmd(self, epoch, start):

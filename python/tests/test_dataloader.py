@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import psiflow  # noqa: E402
-from psiflow.loader import rank_count  # noqa: E402
+from psiflow.loader import rank_count, transform_flags  # noqa: E402
 
 BIN = os.environ.get("PSIFLOW_BIN", "bin/psiflow")
 DATA = os.environ.get("PSIFLOW_TEST_DATA")
@@ -55,8 +55,57 @@ class TestRankCount(unittest.TestCase):
         self.assertEqual(rank_count(20, 2, False, start=30), 0)
 
 
+class TestTransformFlags(unittest.TestCase):
+    def test_presets_are_torchvisions(self):
+        self.assertEqual(transform_flags("val"), ["-resize", "256", "-crop", "224", "-normalize", "none"])
+        self.assertEqual(transform_flags("train"), [
+            "-random-resized-crop", "224", "-scale-min", "0.08", "-scale-max", "1.0",
+            "-ratio-min", "0.75", "-ratio-max", repr(4.0 / 3), "-flip", "0.5", "-normalize", "imagenet"])
+        self.assertEqual(transform_flags({"preset": "train", "normalize": "none", "random_resized_crop": 176})[:2],
+                         ["-random-resized-crop", "176"])
+        self.assertIn("none", transform_flags({"preset": "train", "normalize": None}))
+        for bad, msg in [({"preset": "test"}, "preset"), ({"flip": 2}, "flip"), ({"normalize": "x"}, "normalize"),
+                         ({"preset": "train", "scale": (0.5, 0.1)}, "scale"), ("bogus", "bogus")]:
+            with self.assertRaisesRegex(ValueError, msg):
+                transform_flags(bad)
+
+
+def pixels_by_key(dl):
+    out = {}
+    for x, _y, keys in dl:
+        for i, k in enumerate(keys):
+            out[k] = np.array(x[i])  # a copy: the batch's memory is reused
+    return out
+
+
 @unittest.skipUnless(DATA, "PSIFLOW_TEST_DATA names no image folder")
 class TestDataLoader(unittest.TestCase):
+    def test_train_transform_is_reproducible_and_resumes_identically(self):
+        train = {"preset": "train", "random_resized_crop": 24}
+        dl = loader(transform=train)
+        first = pixels_by_key(dl)
+        x = next(iter(first.values()))
+        self.assertEqual((x.dtype, x.shape), (np.float32, (3, 24, 24)))
+        self.assertTrue(-3 < x.min() < x.max() < 3, (x.min(), x.max()))
+        again = loader(transform=train)
+        replay = pixels_by_key(again)
+        for k, v in first.items():
+            np.testing.assert_array_equal(v, replay[k], err_msg="epoch 0 of %s differs between two runs" % k)
+        nxt = pixels_by_key(again)  # epoch 1: other crops and flips
+        self.assertGreater(sum(not np.array_equal(first[k], nxt[k]) for k in first), len(first) // 2)
+        # Resumed after two batches: the same pixels for every sample of the rest.
+        cut = loader(transform=train)
+        it = iter(cut)
+        head = [next(it)[2] for _ in range(2)]
+        state = cut.state_dict()
+        it.close()
+        resumed = loader(transform=train)
+        resumed.load_state_dict(state)
+        rest = pixels_by_key(resumed)
+        self.assertEqual(len(rest) + sum(map(len, head)), len(first))
+        for k, v in rest.items():
+            np.testing.assert_array_equal(v, first[k], err_msg="%s: another crop after the resume" % k)
+
     def test_epochs_cover_the_folder_in_new_orders(self):
         files = folder_files()
         dl = loader()

@@ -1,6 +1,8 @@
-"""One rank of the torchrun test (cmd/psiflow TestTorchrun), launched as
+"""One rank of the torchrun test (python/pkgtest TestTorchrun), launched with
+the python of a virtual environment holding the installed package:
 
-    python3 -m torch.distributed.run --standalone --nproc_per_node 2 --max_restarts 1 \
+    .venv/bin/python -m torch.distributed.run --nnodes 1 --rdzv_backend c10d --rdzv_endpoint localhost:0 \
+        --nproc_per_node 2 --max_restarts 1 \
         --redirects 1 --tee 1 python/tests/torchrun_worker.py DATA CKPT
 
 Each rank reads epochs 0-2 with a psiflow.DataLoader whose rank and world size
@@ -20,9 +22,8 @@ import sys
 
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import psiflow  # noqa: E402
-import psiflow.loader  # noqa: E402
+import psiflow  # the installed package, with its own binary
+import psiflow.loader
 
 
 def main():
