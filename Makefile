@@ -140,18 +140,26 @@ fuzz-source:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/bytesize
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFloat$$' -fuzztime $(FUZZTIME) ./internal/flagval
 
-# A Python loop fed by psiflow's PyTorch consumer (psiflow serve + python/psiflow, numpy
-# arrays and torch tensors) against the same loop fed by the DataLoader and against
-# psiflow consumed in Go, whole cgroups (Go and Python together), alternating rounds.
+# A training-style loop (python/bench/loop.py: the user's float conversion and a small
+# model's SGD step per batch) fed by psiflow.DataLoader and by torch's DataLoader
+# (ImageFolder, num_workers=2, prefetch 2, torchvision's same transforms), val and train,
+# shuffled, as whole cgroups (Go and Python together), cold page cache, alternating rounds;
+# torch-only is `import torch` alone (its peak is taken off the others'), psiflow-loop is the
+# psiflow loop without the model step and go-val the same pipeline consumed in Go. Every
+# loader runs with its defaults (psiflow: the elastic runtime and the pressure gate).
+# Results: docs/BENCHMARKS.md ("psiflow.DataLoader against torch's DataLoader").
 TORCH_ROUNDS ?= 5
 bench-torch: bench-deps build
 	@[ -f $(BENCH_DATA)/.complete ] || { rm -rf $(BENCH_DATA) && ./$(BIN) gen jpeg -out $(BENCH_DATA)/class0 -n 2000 && touch $(BENCH_DATA)/.complete; }
 	$(GO) build -o bin/psiflow-imagefolder ./cmd/psiflow-imagefolder
-	./$(BIN) bench -data $(BENCH_DATA) -limit none -rounds $(TORCH_ROUNDS) -warm -timeout 5m -- \
-	  dataloader=/usr/bin/python3 benchmarks/peers/dataloader.py --data {data} -- \
-	  psiflow-numpy=/usr/bin/python3 benchmarks/peers/psiflow_torch.py --data {data} --psiflow $(BIN) --serve-arg=-pressure=false -- \
-	  psiflow-torch=/usr/bin/python3 benchmarks/peers/psiflow_torch.py --data {data} --psiflow $(BIN) --torch --serve-arg=-pressure=false -- \
-	  psiflow-go=bin/psiflow-imagefolder -data {data}
+	./$(BIN) bench -data $(BENCH_DATA) -limit none -rounds $(TORCH_ROUNDS) -cold -timeout 10m -baseline dataloader-val $(TORCH_ARGS) -- \
+	  torch-only=/usr/bin/python3 python/bench/loop.py --loader none --data {data} -- \
+	  dataloader-val=/usr/bin/python3 python/bench/loop.py --loader dataloader --transform val --data {data} -- \
+	  psiflow-val=/usr/bin/python3 python/bench/loop.py --loader psiflow --transform val --data {data} --psiflow $(BIN) -- \
+	  dataloader-train=/usr/bin/python3 python/bench/loop.py --loader dataloader --transform train --data {data} -- \
+	  psiflow-train=/usr/bin/python3 python/bench/loop.py --loader psiflow --transform train --data {data} --psiflow $(BIN) -- \
+	  psiflow-loop=/usr/bin/python3 python/bench/loop.py --loader psiflow --transform val --model none --data {data} --psiflow $(BIN) -- \
+	  go-val=bin/psiflow-imagefolder -data {data} -shuffle -ordered
 
 # The co-tenant grid: DataLoader, psiflow fixed/no gate, psiflow elastic, each next
 # to a co-tenant at 0/50/70/85% of 256 MiB in the same cgroup, 5 rounds (needs root).

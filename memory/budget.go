@@ -42,12 +42,8 @@ func DefaultByteBudget(fraction float64) (bytes int64, source string, err error)
 // ByteBudgetIn is [DefaultByteBudget] for the process's groups in tree (tests pass a
 // fake tree).
 func ByteBudgetIn(tree *cgroup.Tree, fraction float64) (bytes int64, source string, err error) {
-	limit, source, err := tree.SelfMemoryLimit()
+	limit, source, err := memoryLimitIn(tree)
 	if err != nil {
-		return 0, "", fmt.Errorf("default byte budget: %w", err)
-	}
-	// Under a virtual-memory limit (ulimit -v) the address space left is the limit.
-	if limit, source, err = addrspace.CapMemoryLimit(limit, source); err != nil {
 		return 0, "", fmt.Errorf("default byte budget: %w", err)
 	}
 	bytes, err = ByteBudget(limit, fraction)
@@ -55,6 +51,28 @@ func ByteBudgetIn(tree *cgroup.Tree, fraction float64) (bytes int64, source stri
 		return 0, "", fmt.Errorf("default byte budget from %s: %w", source, err)
 	}
 	return bytes, source, nil
+}
+
+// SelfMemoryLimit is the memory the calling process may use: the effective memory
+// limit of its cgroups ([cgroup.SelfMemoryLimit]: the smallest memory.max or
+// memory.limit_in_bytes of its cgroup and ancestors, else MemTotal), capped at the
+// address space a virtual-memory limit leaves ([addrspace.CapMemoryLimit]). source
+// names where the figure came from. It is what uma.Config.MemoryLimit wants.
+func SelfMemoryLimit() (bytes int64, source string, err error) {
+	tree, err := cgroup.DefaultTree()
+	if err != nil {
+		return 0, "", err
+	}
+	return memoryLimitIn(tree)
+}
+
+func memoryLimitIn(tree *cgroup.Tree) (int64, string, error) {
+	limit, source, err := tree.SelfMemoryLimit()
+	if err != nil {
+		return 0, "", err
+	}
+	// Under a virtual-memory limit (ulimit -v) the address space left is the limit.
+	return addrspace.CapMemoryLimit(limit, source)
 }
 
 // ByteBudget returns fraction (0 means [DefaultBudgetFraction]) of limit bytes, rounded

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/psiflow/psiflow/cgroup"
@@ -102,6 +103,25 @@ func TestDefaultByteBudgetHere(t *testing.T) {
 	}
 	if b <= 0 || b > limit/4 || limit/4-b >= 4096 {
 		t.Errorf("DefaultByteBudget = %d from %s; want a quarter of %d", b, src, limit)
+	}
+}
+
+// TestSelfMemoryLimitHere: what uma.Config.MemoryLimit gets is the cgroup limit
+// (capped by RLIMIT_AS, which these tests do not set) and says where it came from.
+func TestSelfMemoryLimitHere(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("cgroups are Linux-only")
+	}
+	got, src, err := SelfMemoryLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantSrc, err := cgroup.SelfMemoryLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got > want || got <= 0 || !strings.Contains(src, wantSrc) {
+		t.Errorf("SelfMemoryLimit = %d from %q; want at most the cgroup's %d from %q", got, src, want, wantSrc)
 	}
 }
 

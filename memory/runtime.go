@@ -316,7 +316,7 @@ func (r *Runtime) openBuffers() error {
 		}
 	}
 	var err error
-	r.u, err = uma.New(uma.Config{ChunkSize: 256 << 10, Registerer: r.cfg.Registerer})
+	r.u, err = uma.New(uma.Config{ChunkSize: 256 << 10, Registerer: r.cfg.Registerer, MemoryLimit: SelfMemoryLimit})
 	if err != nil {
 		r.info("read buffers: package source's own pool (no UMA here: %v)", err)
 		r.u = nil

@@ -72,19 +72,28 @@ type Resources struct {
 	// run; PauseTimeout ends a pause that lasted longer (0: never).
 	BelowFloor   memory.FloorPolicy
 	PauseTimeout time.Duration
+	// Cache is the sample cache between epochs: off, decoded or encoded; CacheMax
+	// its bound in bytes (0: half of the cgroup memory limit).
+	Cache    string
+	CacheMax int64
 }
 
 // Pipeline is a validated pipeline file, ready to [Run].
 type Pipeline struct {
-	File     string
-	Name     string
-	Epochs   int
-	Limit    int64 // samples; 0: all
-	Source   *Component
-	Stages   []*Component
-	Sink     *Component
-	Resource Resources
-	registry *Registry
+	File   string
+	Name   string
+	Epochs int
+	Limit  int64 // samples; 0: all
+	// StartEpoch is the number of the first epoch (it selects the shuffle);
+	// StartAt the position the first epoch resumes at (samples consumed by all
+	// ranks together), as a checkpoint's state says.
+	StartEpoch int
+	StartAt    int64
+	Source     *Component
+	Stages     []*Component
+	Sink       *Component
+	Resource   Resources
+	registry   *Registry
 }
 
 // Nodes lists the source, the stages and the sink in file order.
@@ -102,7 +111,9 @@ var bytesNone = map[string]int64{"max": -1, "none": -1}
 var topParams = []Param{
 	StringParam("name", "", "the pipeline's name (default: the file name)"),
 	IntParam("epochs", 1, 1, 1<<20, "passes over the source"),
-	IntParam("limit", 0, 0, 1<<62, "stop after this many samples; 0: all"),
+	IntParam("limit", 0, 0, 1<<62, "stop after exactly this many samples (the last batch is cut); 0: all"),
+	IntParam("start_epoch", 0, 0, 1<<30, "number of the first epoch (it selects the shuffle), to resume a run"),
+	IntParam("start_at", 0, 0, 1<<62, "the position the first epoch resumes at: samples consumed by all ranks together"),
 }
 
 // resourceParams are the keys of resources:.
@@ -115,6 +126,8 @@ var resourceParams = []Param{
 	IntParam("queue", 4, 1, 1<<16, "default queue size (elements) of every edge"),
 	EnumParam("pressure", "gate", []string{"gate", "off"}, "gate the source on the cgroup's memory pressure (PSI, vmpressure or polling)"),
 	EnumParam("memory_mode", "elastic", []string{"elastic", "fixed"}, "the memory runtime: elastic (the budget follows the cgroup's headroom between the pipeline's floor and budget, memory is given back under pressure) or fixed (the budget as given, nothing given back)"),
+	EnumParam("cache", "off", []string{"off", "decoded", "encoded"}, "keep samples between epochs in preemptible memory: decoded (the decode stage's tensors: later epochs skip read, decode and resize) or encoded (the files' bytes: they skip the read); given back first under pressure"),
+	BytesParam("cache_max", 0, 0, 1<<50, "bound of the sample cache; 0: half of the cgroup memory limit"),
 	EnumParam("below_floor", "pause", []string{"pause", "stop", "run"}, "elastic, when the cgroup leaves the loader less than its floor: pause (no reads until the memory is back; the consumer waits), stop (exit status 3, naming the memory left) or run (on at the floor)"),
 	DurationParam("pause_timeout", 10*time.Minute, 0, 24*time.Hour, "below_floor pause: a pause longer than this ends the run with exit status 3; 0: wait without end"),
 	EnumParam("device", "cpu", []string{"cpu"}, "where batches go; only cpu for now"),
@@ -124,4 +137,4 @@ var resourceParams = []Param{
 var componentKeys = []string{"kind", "name", "input", "fanout", "config"}
 
 // topKeys are the file's top-level keys.
-var topKeys = []string{"name", "epochs", "limit", "source", "stages", "sink", "resources"}
+var topKeys = []string{"name", "epochs", "limit", "start_epoch", "start_at", "source", "stages", "sink", "resources"}

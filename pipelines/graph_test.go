@@ -201,8 +201,8 @@ func TestLimitCancelAndTensors(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum, err := Run(context.Background(), p, Hooks{})
-	if err != nil || sum.Items < 5 || sum.Items > 8 {
-		t.Fatalf("limit 5 with batches of 4: %d items, %v; want 5..8 and no error", sum.Items, err)
+	if err != nil || sum.Items != 5 || sum.Batches != 2 {
+		t.Fatalf("limit 5 with batches of 4: %d items in %d batches, %v; want exactly 5 in 2 (the last cut) and no error", sum.Items, sum.Batches, err)
 	}
 	// A cancelled context ends the run with its error and leaves nothing running (goleak).
 	p, err = Parse("f.yaml", []byte(good+"resources: {budget: 8MiB, pressure: off}\n"), Options{Registry: reg,

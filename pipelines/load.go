@@ -387,11 +387,13 @@ func (l *loader) validate() *Pipeline {
 		p.Name = strings.TrimSuffix(filepath.Base(l.src.name), filepath.Ext(l.src.name))
 	}
 	p.Epochs, p.Limit = int(top.Int("epochs")), top.Int("limit")
+	p.StartEpoch, p.StartAt = int(top.Int("start_epoch")), top.Int("start_at")
 	p.Resource = Resources{
 		Memory: res.Int("memory"), MemoryHigh: res.Int("memory_high"), CPUs: res.Float("cpus"), Pids: res.Int("pids"),
 		Budget: res.Int("budget"), Queue: int(res.Int("queue")), Pressure: res.String("pressure") == "gate", Device: res.String("device"),
 		MemoryMode: memory.Mode(res.String("memory_mode")), BelowFloor: memory.FloorPolicy(res.String("below_floor")),
 		PauseTimeout: pauseTimeout(res.Duration("pause_timeout")),
+		Cache: res.String("cache"), CacheMax: res.Int("cache_max"),
 	}
 	if l.source == nil {
 		l.add(l.src.errAt(posOf(l.src, l.rootAt.node), "no source: (kinds: %s)", oneOf(l.reg.kindNames(SourceRole))))

@@ -13,13 +13,22 @@ import (
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/sink"
+	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
 )
 
-// Hooks let the caller add to a run: graph options (metrics), where the memory
-// runtime's metrics go and what it may do to the process, informational lines
-// and live progress. The zero value runs with the file's memory runtime and
-// reports nothing.
+// Hooks let the caller add to a run: a Go consumer of the batches, graph
+// options (metrics), where the memory runtime's metrics go and what it may do
+// to the process, observers, informational lines and live progress. The zero
+// value runs the pipeline as its spec says and reports nothing.
 type Hooks struct {
+	// Batches, when set, receives every batch before the pipeline's sink (the
+	// pipeline must end in batches); its error ends the run, and a batch it
+	// failed on is not delivered to the sink nor counted. The graph releases the
+	// batch after the sink: copy what must outlive the call.
+	Batches func(ctx context.Context, b *tensor.Batch) error
 	// Options are added to every graph (flow.WithRegistry, for example); the
 	// budget and the gate come from the memory runtime.
 	Options []flow.Option
@@ -32,14 +41,32 @@ type Hooks struct {
 	// Runtime, when set, is called with the memory runtime once it is made (to
 	// report its pressure levels and shed actions, or to register more of them).
 	Runtime func(*memory.Runtime)
+	// Sink, when set, is told of every sink a sink kind opens, once per run,
+	// before anything is sent to it (psiflow serve sends its plan messages
+	// through the torch sink and reports its counts).
+	Sink func(node string, s sink.Sink)
+	// Plan, when set, is told of each epoch's share of a files source before
+	// the epoch's graph runs (rank, world size, samples, start).
+	Plan func(epoch int, share source.Share) error
+	// OnEpoch, when set, is called after each epoch (numbered from 0) with what
+	// it delivered, before the next one starts.
+	OnEpoch func(n int, e progress.Epoch)
+	// Reads and Decodes, when set, are told of every read and every decoded
+	// image (package metrics implements both).
+	Reads   source.ReadObserver
+	Decodes decode.Observer
+	// Option, when set, names a node's parameter as the front-end's user knows
+	// it (a flag such as -max-pixels for decode's max_pixels), for messages
+	// that say what to change; "" (or nil) names the pipeline file's key.
+	Option func(node, param string) string
 	// Info receives one line for each choice made at start (budget, reader, decoder).
 	Info func(string)
 	// OnPause, when set, is told of every pause below the floor, resume and pause
 	// timeout of the memory runtime (after Info has its line).
 	OnPause func(pause.Event)
 	// Skipped receives every input a node skipped as bad (a tar shard's rest, a
-	// member), named by err; without it the skips are only counted
-	// (Summary.Skipped, psiflow_stage_skipped_total).
+	// member, an image under decode's on_error: skip), named by err; without it
+	// the skips are only counted (Summary.Skipped, psiflow_stage_skipped_total).
 	Skipped func(node string, err error)
 	// Progress, when not nil, is called about every Interval from a goroutine
 	// that ends before Run returns.
@@ -51,104 +78,31 @@ type Hooks struct {
 // does not return it.
 var ErrLimit = errors.New("sample limit reached")
 
-// Build is what a kind's constructor gets: the graph being built, the node's
-// name, the epoch, the memory runtime the graph runs under, and services kept
-// across the epochs of one run.
-type Build struct {
-	Graph    *flow.Graph
-	Name     string
-	Epoch    int
-	Pipeline *Pipeline
-	// Runtime is the run's memory runtime (the graph's, through
-	// flow.WithRuntime): kinds take its decode-worker limit from it.
-	Runtime *memory.Runtime
-	run     *runState
-}
-
-type runState struct {
-	hooks    Hooks
-	mu       sync.Mutex
-	sum      progress.Summary
-	limit    int64
-	kept     map[string]any
-	closers  []func() error
-	infoSeen map[string]bool
-}
-
-// Info reports a line through Hooks.Info once per run (the same line in later
-// epochs is dropped).
-func (b *Build) Info(format string, args ...any) {
-	s := b.Name + ": " + fmt.Sprintf(format, args...)
-	b.run.mu.Lock()
-	seen := b.run.infoSeen[s]
-	b.run.infoSeen[s] = true
-	b.run.mu.Unlock()
-	if !seen && b.run.hooks.Info != nil {
-		b.run.hooks.Info(s)
-	}
-}
-
-// Skipped reports an input this node skipped as bad through Hooks.Skipped.
-func (b *Build) Skipped(err error) {
-	if b.run.hooks.Skipped != nil {
-		b.run.hooks.Skipped(b.Name, err)
-	}
-}
-
-// Keep returns the value open made for this node in an earlier epoch, or calls
-// open now; close (when not nil) runs when Run ends.
-func (b *Build) Keep(open func() (v any, close func() error, err error)) (any, error) {
-	return b.Shared("node "+b.Name, open)
-}
-
-// Shared returns the run-wide value called key, made by open the first time any
-// node of any epoch asks for it: a service several kinds share (the class index
-// of a folder that the files source and the decode stage both read, for
-// example). close (when not nil) runs when Run ends, after the graphs.
-func (b *Build) Shared(key string, open func() (v any, close func() error, err error)) (any, error) {
-	b.run.mu.Lock()
-	v, ok := b.run.kept[key]
-	b.run.mu.Unlock()
-	if ok {
-		return v, nil
-	}
-	v, closeFn, err := open()
-	if err != nil {
-		return nil, err
-	}
-	b.run.mu.Lock()
-	b.run.kept[key] = v
-	if closeFn != nil {
-		b.run.closers = append(b.run.closers, closeFn)
-	}
-	b.run.mu.Unlock()
-	return v, nil
-}
-
-// Deliver counts items samples and bytes payload bytes as delivered (sinks call
-// it for every element) and returns [ErrLimit] once the file's limit is reached.
-func (b *Build) Deliver(items, bytes int64) error {
-	r := b.run
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.sum.Items += items
-	r.sum.Bytes += bytes
-	r.sum.Batches++
-	if r.limit > 0 && r.sum.Items >= r.limit {
-		return ErrLimit
-	}
-	return nil
-}
-
 // Run builds and runs the pipeline once per epoch under its memory runtime
-// (resources: memory_mode, budget, pressure, below_floor) and returns what it
-// delivered. Every graph takes the runtime once (flow.WithRuntime): its budget,
-// gate, read buffers and epoch boundary come with it.
-func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err error) {
+// (resources: memory_mode, budget, pressure, below_floor; the floor summed over
+// its kinds) and returns what its sink accepted. Every graph takes the runtime
+// once (flow.WithRuntime): its budget, gate, read buffers and epoch boundary
+// come with it.
+func Run(ctx context.Context, p *Pipeline, hooks Hooks) (sum progress.Summary, err error) {
 	if p == nil || p.Source == nil || p.Sink == nil {
 		return progress.Summary{}, errors.New("pipelines: Run needs a pipeline from Load or Parse")
 	}
-	rt, err := newRuntime(p, hooks)
+	if hooks.Batches != nil && p.Sink.Kind.In != AnyType && p.Sink.Kind.In != BatchType.Name {
+		return progress.Summary{}, fmt.Errorf("pipeline %s: Hooks.Batches needs a pipeline that ends in batches, not %s", p.Name, p.Sink.Kind.In)
+	}
+	r := &runState{ctx: ctx, hooks: hooks, limit: p.Limit, kept: map[string]any{}, infoSeen: map[string]bool{}, plans: map[int]source.Share{}}
+	defer func() {
+		// Sinks first (they are told how the run ended), then the services.
+		err = errors.Join(err, r.closeSinks(err))
+		for i := len(r.closers) - 1; i >= 0; i-- {
+			err = errors.Join(err, r.closers[i]())
+		}
+	}()
+	floor, err := floorOf(p, r)
+	if err != nil {
+		return progress.Summary{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
+	}
+	rt, err := newRuntime(p, hooks, floor)
 	if err != nil {
 		return progress.Summary{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
@@ -159,12 +113,9 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 	if hooks.Runtime != nil {
 		hooks.Runtime(rt)
 	}
-	r := &runState{hooks: hooks, limit: p.Limit, kept: map[string]any{}, infoSeen: map[string]bool{}}
-	defer func() {
-		for i := len(r.closers) - 1; i >= 0; i-- {
-			err = errors.Join(err, r.closers[i]())
-		}
-	}()
+	if err := r.openCache(p, rt); err != nil {
+		return progress.Summary{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
+	}
 	start := time.Now()
 	var current *flow.Graph
 	stop := func() {}
@@ -176,15 +127,25 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 		s.Elapsed = time.Since(start)
 		return s
 	}
-	for epoch := range p.Epochs {
+	// pass runs one graph of epoch: the whole epoch, or (repass) the cached
+	// samples the kernel reclaimed during the epoch's first graph.
+	pass := func(epoch int, repass []string) error {
+		r.mu.Lock()
+		r.repass = repass
+		r.mu.Unlock()
 		g := flow.New(p.Name, append([]flow.Option{flow.WithRuntime(rt), flow.WithQueueSize(p.Resource.Queue)}, hooks.Options...)...)
 		if err := build(g, p, epoch, rt, r); err != nil {
-			return result(), fmt.Errorf("pipeline %s: %w", p.Name, err)
+			return fmt.Errorf("pipeline %s: %w", p.Name, err)
+		}
+		if sh, ok := r.plans[epoch]; ok && hooks.Plan != nil && repass == nil {
+			if err := hooks.Plan(p.StartEpoch+epoch, sh); err != nil {
+				return err
+			}
 		}
 		r.mu.Lock()
 		current = g
 		r.mu.Unlock()
-		if epoch == 0 {
+		if epoch == 0 && repass == nil {
 			// Progress starts once the first graph is built (decoders loaded,
 			// files listed), so rates measure the run, not the set-up.
 			start = time.Now()
@@ -197,14 +158,46 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 				return snap
 			})
 		}
-		err = g.Run(ctx)
+		err := g.Run(ctx)
 		r.mu.Lock()
 		r.sum.Stages = g.Stats()
 		r.sum.Peak = max(r.sum.Peak, g.Budget().MaxInUse())
 		for _, st := range r.sum.Stages {
 			r.sum.Skipped += st.Skipped
+			r.epochSkipped += st.Skipped
 		}
 		r.mu.Unlock()
+		return err
+	}
+	for epoch := range p.Epochs {
+		epochStart := time.Now()
+		r.mu.Lock()
+		itemsBefore := r.sum.Items
+		r.epochSkipped = 0
+		r.mu.Unlock()
+		hits, lookups := r.cache.stats()
+		err := pass(epoch, nil)
+		for err == nil {
+			late := r.cache.takeLate()
+			if len(late) == 0 {
+				break
+			}
+			r.info(fmt.Sprintf("epoch %d: %d cached samples were reclaimed by the kernel; reading them again", epoch+1, len(late)))
+			err = pass(epoch, late)
+		}
+		hitsAfter, lookupsAfter := r.cache.stats()
+		r.mu.Lock()
+		ep := progress.Epoch{Items: r.sum.Items - itemsBefore, Elapsed: time.Since(epochStart), CacheHits: hitsAfter - hits, CacheLookups: lookupsAfter - lookups}
+		r.sum.Epochs = append(r.sum.Epochs, ep)
+		skipped := r.epochSkipped
+		r.mu.Unlock()
+		if err == nil && skipped > 0 && ep.Items == 0 {
+			// Skipping is for a few bad inputs, not for a dataset that cannot be read.
+			err = fmt.Errorf("pipeline %s: epoch %d: every one of the %d samples was skipped as bad (see the skipped lines)", p.Name, epoch+1, skipped)
+		}
+		if hooks.OnEpoch != nil && (err == nil || errors.Is(err, ErrLimit)) {
+			hooks.OnEpoch(epoch, ep)
+		}
 		if errors.Is(err, ErrLimit) {
 			return result(), nil
 		}
@@ -215,59 +208,50 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (_ progress.Summary, err
 	return result(), nil
 }
 
-// build wires the nodes of p into g for one epoch.
-func build(g *flow.Graph, p *Pipeline, epoch int, rt *memory.Runtime, r *runState) error {
-	nodes := p.Nodes()
-	readers := map[string]int{}
-	for _, c := range nodes[1:] {
-		for _, in := range c.Inputs {
-			readers[in]++
+// runState is what one Run keeps across its graphs.
+type runState struct {
+	ctx          context.Context
+	hooks        Hooks
+	mu           sync.Mutex
+	sum          progress.Summary
+	epochSkipped int64
+	limit        int64
+	kept         map[string]any
+	closers      []func() error
+	sinks        []sink.Sink
+	infoSeen     map[string]bool
+	plans        map[int]source.Share // by epoch index, set by the files source
+	repass       []string             // the paths of a repass graph (reclaimed cache entries)
+	cache        *sampleCache         // nil: no cache
+}
+
+func (r *runState) info(s string) {
+	if r.hooks.Info != nil {
+		r.hooks.Info(s)
+	}
+}
+
+// closeSinks tells every sink how the run ended (a clean end when err is nil,
+// the limit, or a consumer that stopped on purpose) and closes it.
+func (r *runState) closeSinks(err error) error {
+	if errors.Is(err, ErrLimit) || errors.Is(err, sink.ErrConsumerClosed) {
+		err = nil
+	}
+	var errs []error
+	for i := len(r.sinks) - 1; i >= 0; i-- {
+		errs = append(errs, r.sinks[i].Close(err))
+	}
+	r.sinks = nil
+	return errors.Join(errs...)
+}
+
+// optionName is how the user names node's parameter: the front-end's own
+// (Hooks.Option) or the pipeline file's key.
+func optionName(hooks Hooks, node, param string) string {
+	if hooks.Option != nil {
+		if s := hooks.Option(node, param); s != "" {
+			return s
 		}
 	}
-	outs := map[string][]Stream{}
-	for _, c := range nodes {
-		b := &Build{Graph: g, Name: c.Name, Epoch: epoch, Pipeline: p, Runtime: rt, run: r}
-		var in Stream
-		if len(c.Inputs) > 0 {
-			ins := make([]Stream, len(c.Inputs))
-			for i, name := range c.Inputs {
-				q := outs[name]
-				if len(q) == 0 {
-					return fmt.Errorf("%s %q: input %q has no stream left (a bug in validation)", c.Kind.Role, c.Name, name)
-				}
-				ins[i], outs[name] = q[0], q[1:]
-			}
-			in = ins[0]
-			if len(ins) > 1 {
-				raw := make([]any, len(ins))
-				for i, s := range ins {
-					raw[i] = s.s
-				}
-				in = Stream{Type: ins[0].Type, s: ins[0].Type.merge(c.Name+".merge", raw)}
-			}
-		}
-		out, err := c.Kind.Build(b, c.Config, in)
-		if err != nil {
-			return fmt.Errorf("%s %q (kind %s, %s): %w", c.Kind.Role, c.Name, c.Kind.Name, c.Pos, err)
-		}
-		if c.Kind.Role == SinkRole {
-			continue
-		}
-		if out.Type == nil || out.Type.Name != c.Kind.Out {
-			return fmt.Errorf("%s %q (kind %s): the constructor returned %v, not a stream of %s", c.Kind.Role, c.Name, c.Kind.Name, out.Type, c.Kind.Out)
-		}
-		switch n := readers[c.Name]; {
-		case n == 1:
-			outs[c.Name] = []Stream{out}
-		case n > 1:
-			split := out.Type.broadcast
-			if c.Fanout == "roundrobin" {
-				split = out.Type.roundRob
-			}
-			for _, s := range split(out.s, c.Name+".fanout", n) {
-				outs[c.Name] = append(outs[c.Name], Stream{Type: out.Type, s: s})
-			}
-		}
-	}
-	return nil
+	return fmt.Sprintf("%s.%s in the pipeline file (-set %s.%s=N)", node, param, node, param)
 }

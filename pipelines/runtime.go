@@ -2,7 +2,6 @@ package pipelines
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/memory"
@@ -12,7 +11,7 @@ import (
 // budget (auto: a quarter of the cgroup memory limit), the gate, the floor, the
 // decode workers it narrows, and the registered read pool (the source's
 // read_buffers).
-func newRuntime(p *Pipeline, hooks Hooks) (*memory.Runtime, error) {
+func newRuntime(p *Pipeline, hooks Hooks, floor Floor) (*memory.Runtime, error) {
 	info := func(format string, args ...any) {
 		if hooks.Info != nil {
 			hooks.Info(fmt.Sprintf(format, args...))
@@ -38,10 +37,10 @@ func newRuntime(p *Pipeline, hooks Hooks) (*memory.Runtime, error) {
 			cfg.MaxBudget = b
 			info("budget: at most %s in flight, a quarter of the memory limit (%s)", bytesize.Human(b), from)
 		}
-		// A pipeline file does not say its smallest working set: the floor is an
-		// eighth of the budget, between 4 and 64 MiB.
-		cfg.Floor = min(cfg.MaxBudget, max(4<<20, min(cfg.MaxBudget/8, 64<<20)))
-		cfg.BudgetFloor = cfg.Floor
+		// The floor every kind of the pipeline contributed to; the budget floor
+		// is its part in the budget, never above the largest budget.
+		cfg.BudgetFloor = min(floor.Budget, cfg.MaxBudget)
+		cfg.Floor = cfg.BudgetFloor + floor.Other
 	} else if cfg.MaxBudget > 0 {
 		info("budget: %s in flight", bytesize.Human(cfg.MaxBudget))
 	}
@@ -61,14 +60,9 @@ func newRuntime(p *Pipeline, hooks Hooks) (*memory.Runtime, error) {
 func decodeWorkers(p *Pipeline) int {
 	n := 0
 	for _, c := range p.Stages {
-		if _, ok := c.Kind.Param("workers"); !ok {
-			continue
+		if _, ok := c.Kind.Param("workers"); ok {
+			n += workersOf(c.Config)
 		}
-		w := int(c.Config.Int("workers"))
-		if w == 0 {
-			w = runtime.GOMAXPROCS(0)
-		}
-		n += w
 	}
 	return max(n, 1)
 }

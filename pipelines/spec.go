@@ -246,6 +246,10 @@ type Kind struct {
 	In, Out string
 	Params  []Param
 	Build   BuildFunc
+	// Floor, when set, adds the node's part of the pipeline's floor (its
+	// smallest working set that still makes progress) to f, once per run
+	// before the memory runtime is made (b has no graph and no runtime then).
+	Floor func(b *Build, cfg *Config, f *Floor) error
 }
 
 // Param returns the parameter called name.
@@ -268,6 +272,8 @@ type ElemType struct {
 	merge     func(name string, ss []any) any
 	sink      func(s any, name string, fn func(ctx context.Context, v any) error)
 	count     func(v any) (items, bytes int64)
+	limit     func(s any, name string, n int64) any
+	cut       func(v any, keep int64)
 	// broadcastable is false for Releasers that are not Retainers: their
 	// resources cannot be shared by several readers.
 	broadcastable bool
@@ -276,7 +282,7 @@ type ElemType struct {
 // NewType declares an element type of Go type T; count says how many samples and
 // payload bytes one element holds (for progress and limits).
 func NewType[T any](name, doc string, count func(T) (items, bytes int64)) *ElemType {
-	return &ElemType{
+	t := &ElemType{
 		Name: name, Doc: doc, goType: reflect.TypeFor[T](),
 		broadcast: func(s any, name string, n int) []any {
 			return wrapAll(flow.Broadcast(s.(flow.Stream[T]), name, n))
@@ -298,7 +304,29 @@ func NewType[T any](name, doc string, count func(T) (items, bytes int64)) *ElemT
 		broadcastable: !reflect.TypeFor[T]().Implements(reflect.TypeFor[stage.Releaser]()) ||
 			reflect.TypeFor[T]().Implements(reflect.TypeFor[stage.Retainer]()),
 	}
+	t.limit = func(s any, name string, n int64) any {
+		var seen int64 // a filter runs one element at a time
+		return flow.Filter(s.(flow.Stream[T]), name, func(_ context.Context, v T) (bool, error) {
+			if seen >= n {
+				return false, nil // the graph releases it
+			}
+			items, _ := count(v)
+			if seen+items > n && t.cut != nil {
+				t.cut(v, n-seen)
+				items = n - seen
+			}
+			seen += items
+			return true, nil
+		})
+	}
+	return t
 }
+
+// WithCut makes t's elements cuttable and returns t: cut keeps the first keep
+// samples of v (0 < keep < its count). A pipeline's limit then cuts the element
+// that reaches it, so exactly limit samples are delivered; elements of a type
+// without a cut are delivered whole, the last one possibly beyond the limit.
+func (t *ElemType) WithCut(cut func(v any, keep int64)) *ElemType { t.cut = cut; return t }
 
 // Broadcastable reports whether several readers can each get every element
 // (fanout: broadcast); elements owning buffers without reference counts cannot.

@@ -75,6 +75,27 @@ func (b *Batch) Release() {
 	}
 }
 
+// Truncate keeps the first n samples of the batch (n between 0 and Len): the
+// keys, the labels and the tensor's outer dimension and elements.
+func (b *Batch) Truncate(n int) {
+	if n < 0 || n >= len(b.Keys) {
+		return
+	}
+	b.Keys = b.Keys[:n]
+	if len(b.Labels) > n {
+		b.Labels = b.Labels[:n]
+	}
+	if len(b.Tensor.Shape) > 0 && b.Tensor.Shape[0] > 0 {
+		per := b.Tensor.Len() / b.Tensor.Shape[0]
+		b.Tensor.Shape[0] = n
+		if b.Tensor.DType == Float32 {
+			b.Tensor.F32 = b.Tensor.F32[:n*per]
+		} else {
+			b.Tensor.U8 = b.Tensor.U8[:n*per]
+		}
+	}
+}
+
 // Len is the number of samples in the batch.
 func (b *Batch) Len() int { return len(b.Keys) }
 

@@ -16,7 +16,8 @@
 // [Releaser]); reading data from disk (a [RehydrateFunc] does that); the
 // pressure signal (a pressure gate calls [UMA.Shed]); devices (the gpu package
 // brackets its copies with [Arena.BeginTransfer] and calls
-// [Arena.PostGPULoad]); cgroup control (it only reads the memory limit).
+// [Arena.PostGPULoad]); cgroups (the caller passes the memory limit as
+// Config.MemoryLimit, e.g. memory.SelfMemoryLimit; uma imports neither).
 // The Arrow allocator lives in the subpackage umaarrow so that plain users of
 // uma do not pull in Arrow.
 //
@@ -111,10 +112,11 @@
 //
 // # Start-up validation and metrics
 //
-// [New] checks that Config.StableBytes fits in the memory limit (the
-// smallest cgroup limit of this process, else MemTotal, through
-// package cgroup) minus Config.PinnedPoolBytes, and shows all the numbers
-// when it does not. With Config.Registerer set, the psiflow_uma_* metrics
+// [New] checks that Config.StableBytes fits in the memory limit
+// (Config.MemoryLimit: psiflow's pipelines pass memory.SelfMemoryLimit, the
+// process's cgroup limit; unset, the host's physical memory, and the source
+// says so; both capped at what RLIMIT_AS leaves) minus Config.PinnedPoolBytes,
+// and shows all the numbers when it does not. With Config.Registerer set, the psiflow_uma_* metrics
 // are registered: stable_bytes{state=total|used},
 // preemptible_bytes{state=total|marked}, faults_total, faults_per_second,
 // rehydrations_total, rehydrate_seconds (histogram), enable_preemptible,

@@ -160,7 +160,7 @@ func reclaimChild(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	u, err := New(Config{ChunkSize: 1 << 20})
+	u, err := New(Config{ChunkSize: 1 << 20, MemoryLimit: cgroup.SelfMemoryLimit})
 	if err != nil {
 		return err
 	}

@@ -78,3 +78,12 @@ func (linuxKernel) mincore(b []byte, vec []byte) error {
 }
 
 func (linuxKernel) pageSize() int { return os.Getpagesize() }
+
+// hostMemory is the host's physical memory (sysinfo(2) totalram × mem_unit).
+func hostMemory() (int64, error) {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0, fmt.Errorf("sysinfo: %w", err)
+	}
+	return int64(si.Totalram) * int64(si.Unit), nil
+}

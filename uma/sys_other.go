@@ -18,3 +18,5 @@ func (otherKernel) mlock([]byte) error           { return errUnsupported }
 func (otherKernel) munlock([]byte) error         { return errUnsupported }
 func (otherKernel) mincore([]byte, []byte) error { return errUnsupported }
 func (otherKernel) pageSize() int                { return os.Getpagesize() }
+
+func hostMemory() (int64, error) { return 0, errUnsupported }

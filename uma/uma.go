@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/internal/addrspace"
 	"github.com/psiflow/psiflow/internal/bytesize"
 )
@@ -70,9 +69,12 @@ type Config struct {
 	// marks nothing (MarkResult.Throttled). Zero: no throttle.
 	MaxFaultsPerSecond float64
 	// MemoryLimit returns the memory available to this process and where the
-	// figure came from. Nil uses cgroup.SelfMemoryLimit (smallest cgroup limit
-	// of this process and its ancestors, else MemTotal), capped at the address
-	// space a virtual-memory limit leaves (RLIMIT_AS).
+	// figure came from: start-up validation and the default chunk size use it.
+	// Pass memory.SelfMemoryLimit for the process's cgroup limit (the smallest
+	// of its cgroup and ancestors) capped at what RLIMIT_AS leaves; psiflow's
+	// pipelines do. Nil uses the host's physical memory (sysinfo totalram) capped
+	// at what RLIMIT_AS leaves, and its source says so: UMA does not read
+	// cgroups.
 	MemoryLimit func() (bytes int64, source string, err error)
 	// Logger receives the few warnings UMA emits (mlock disabled, MADV_FREE
 	// unavailable). Nil uses slog.Default().
@@ -154,11 +156,11 @@ func New(cfg Config) (*UMA, error) {
 	limitFn := cfg.MemoryLimit
 	if limitFn == nil {
 		limitFn = func() (int64, string, error) {
-			limit, src, err := cgroup.SelfMemoryLimit()
+			total, err := hostMemory()
 			if err != nil {
 				return 0, "", err
 			}
-			return addrspace.CapMemoryLimit(limit, src)
+			return addrspace.CapMemoryLimit(total, "sysinfo totalram (Config.MemoryLimit unset)")
 		}
 	}
 	limit, src, err := limitFn()

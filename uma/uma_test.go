@@ -66,18 +66,26 @@ func TestStartupValidation(t *testing.T) {
 	}
 }
 
-func TestStartupValidationUsesCgroupLimit(t *testing.T) {
+// TestStartupValidationDefaultsToHostMemory: without Config.MemoryLimit UMA validates
+// against the host's physical memory (it reads no cgroup) and says so; the caller's
+// limit, when given, is the one used.
+func TestStartupValidationDefaultsToHostMemory(t *testing.T) {
 	u, err := New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer u.Close()
 	limit, src := u.MemoryLimit()
-	if limit <= 0 || src == "" {
-		t.Fatalf("limit %d from %q", limit, src)
+	total, err := hostMemory()
+	if err != nil || limit <= 0 || limit > total || !strings.Contains(src, "sysinfo totalram") {
+		t.Fatalf("limit %d from %q; want at most the host's %d (%v) from sysinfo", limit, src, total, err)
 	}
 	if _, err := New(Config{StableBytes: limit + 1}); !errors.Is(err, ErrDoesNotFit) || !strings.Contains(err.Error(), src) {
-		t.Errorf("stable tier above the real limit: %v", err)
+		t.Errorf("stable tier above the host's memory: %v", err)
+	}
+	given := func() (int64, string, error) { return 64 << 20, "the caller's cgroup", nil }
+	if _, err := New(Config{StableBytes: 65 << 20, MemoryLimit: given}); !errors.Is(err, ErrDoesNotFit) || !strings.Contains(err.Error(), "the caller's cgroup") {
+		t.Errorf("stable tier above the caller's limit: %v", err)
 	}
 }
 

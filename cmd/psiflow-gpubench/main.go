@@ -37,6 +37,8 @@ import (
 	"github.com/psiflow/psiflow/gpu/sim"
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
+	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/source/synth"
@@ -90,6 +92,7 @@ func parse(args []string) (config, error) {
 }
 
 func main() {
+	reexec.Init() // first: this binary depends on cgroup and pressure, whose helpers re-execute it
 	em := protocol.NewEmitter(os.Stdout)
 	c, err := parse(os.Args[1:])
 	if err == nil && c.gen > 0 {
@@ -142,7 +145,7 @@ func run(ctx context.Context, c config, em *protocol.Emitter, info io.Writer) (e
 				err = cerr
 			}
 		}()
-		u, err = uma.New(uma.Config{})
+		u, err = uma.New(uma.Config{MemoryLimit: memory.SelfMemoryLimit})
 		if err != nil {
 			return err
 		}

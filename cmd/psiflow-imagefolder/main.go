@@ -88,6 +88,8 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	flagval.IntVar(fs, &c.Crop, "crop", 224, 1, 65536, "CenterCrop size")
 	flagval.Int64Var(fs, &c.Limit, "limit", 0, 0, 1<<62, "stop after this many samples (0: all)")
 	fs.BoolVar(&c.Ordered, "ordered", false, "keep file order through decoding")
+	fs.BoolVar(&c.Shuffle, "shuffle", false, "shuffle every epoch (a permutation of the folder per seed and epoch)")
+	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the shuffle")
 	fs.BoolVar(&c.DropCache, "drop-cache", true, "drop each file's page cache after reading it")
 	fs.BoolVar(&c.Direct, "direct", true, "read with O_DIRECT, past the page cache (file systems that refuse it, such as tmpfs, are read buffered)")
 	backend := fs.String("backend", "auto", "JPEG decoder: auto (TurboJPEG if available) or std")

@@ -79,7 +79,7 @@ func TestRunCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"psiflow run pipelines/demo.yaml: generate → decode", "between its floor 8 MiB and 64 MiB", "metrics: http://127.0.0.1:", "50 samples in 5 batches", "STAGE", "collate", "Memory pressure while running:"} {
+	for _, want := range []string{"psiflow run pipelines/demo.yaml: generate → decode", "and 64 MiB (loader floor", "metrics: http://127.0.0.1:", "50 samples in 5 batches", "STAGE", "collate", "Memory pressure while running:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
 	"github.com/psiflow/psiflow/tensor"
@@ -77,7 +78,7 @@ func newSampleCache(cfg Config, u *uma.UMA, dec *decode.Decoder, labelOf func(st
 	sc := &sampleCache{mode: cfg.Cache, labelOf: labelOf}
 	if u == nil {
 		var err error
-		if u, err = uma.New(uma.Config{}); err != nil {
+		if u, err = uma.New(uma.Config{MemoryLimit: memory.SelfMemoryLimit}); err != nil {
 			return nil, fmt.Errorf("imagefolder: sample cache: %w", err)
 		}
 		sc.u = u

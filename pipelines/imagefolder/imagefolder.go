@@ -317,7 +317,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		graphOpts = []flow.Option{flow.WithRuntime(rt), flow.WithQueueSize(cfg.Queue)}
 		workers, u = rt.Workers(), rt.UMA()
 	} else if cfg.ReadBuffers > 0 {
-		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer}); err != nil {
+		if u, err = uma.New(uma.Config{Registerer: hooks.Registerer, MemoryLimit: memory.SelfMemoryLimit}); err != nil {
 			return progress.Summary{}, err
 		}
 		pool, err := u.NewPool("read-buffers", cfg.ReadBuffers, uma.ArenaOptions{Registered: true})

@@ -190,34 +190,60 @@ func BenchmarkTransform(b *testing.B) {
 	reportRate(b, cm)
 }
 
-// BenchmarkProcess is the whole per-image work of the decode stage: decode +
-// Resize(256) + CenterCrop(224) + CHW uint8, per core.
+// BenchmarkProcess is the whole per-image work of the decode stage, per
+// core: decode + Resize(256) + CenterCrop(224) + CHW uint8 (the validation
+// transform), and on a 1024×768 image also RandomResizedCrop(224) + flip
+// (the training transform), each with reduced-size decoding (the default)
+// and Exact. "limit-images/s" is the per-CPU-second rate times the CPUs.
 func BenchmarkProcess(b *testing.B) {
 	data := benchJPEG()
+	large := encodeJPEG(b, synthRGB(1024, 768, 2, 24), 85)
+	val := Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW}
+	exact := val
+	exact.Exact = true
+	train := Transform{RandomResizedCrop: ResizedCrop{Size: 224}, FlipProb: 0.5, Layout: tensor.CHW, Seed: 1}
+	trainExact := train
+	trainExact.Exact = true
 	for _, c := range []struct {
 		name string
 		opts Options
-	}{{"turbojpeg", Options{Backend: BackendTurbo}}, {"stdlib", Options{Backend: BackendStd}}} {
+		tr   Transform
+		data []byte
+	}{
+		{"turbojpeg", Options{Backend: BackendTurbo}, val, data},
+		{"stdlib", Options{Backend: BackendStd}, val, data},
+		{"turbojpeg/1024x768/val", Options{Backend: BackendTurbo}, val, large},
+		{"turbojpeg/1024x768/val-exact", Options{Backend: BackendTurbo}, exact, large},
+		{"turbojpeg/1024x768/train", Options{Backend: BackendTurbo}, train, large},
+		{"turbojpeg/1024x768/train-exact", Options{Backend: BackendTurbo}, trainExact, large},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			d, err := NewDecoder(c.opts)
 			if err != nil {
 				b.Skip(err)
 			}
 			defer d.Close()
-			p, err := NewProcessor(d, Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW})
+			p, err := NewProcessor(d, c.tr)
 			if err != nil {
 				b.Fatal(err)
 			}
 			var tt tensor.Tensor
-			_ = p.Process(&tt, Encoded{Data: data, Key: "bench.jpg"}) // warm-up
+			var index int64 // another sample each time: the train boxes vary
+			for range 20 {  // warm-up
+				_ = p.Process(&tt, Encoded{Data: c.data, Key: "bench.jpg", Index: index})
+				index++
+			}
 			b.ReportAllocs()
 			cm := startCPU(b)
 			for b.Loop() {
-				if err := p.Process(&tt, Encoded{Data: data, Key: "bench.jpg"}); err != nil {
+				if err := p.Process(&tt, Encoded{Data: c.data, Key: "bench.jpg", Index: index}); err != nil {
 					b.Fatal(err)
 				}
+				index++
 			}
 			reportRate(b, cm)
+			// the CPU-bound limit of this transform on this host
+			cm.reportLimit(b)
 		})
 	}
 }

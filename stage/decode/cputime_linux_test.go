@@ -21,7 +21,10 @@ func threadCPU() int64 {
 // cpuMeter reports the benchmark loop's thread CPU time per op ("cpu-ns/op")
 // and the rate per CPU-second ("images/cpu-s"): on this shared, overloaded
 // machine wall time includes waiting for a core, CPU time does not.
-type cpuMeter struct{ start int64 }
+type cpuMeter struct {
+	start int64
+	ns    float64 // CPU time per op, once reported
+}
 
 func startCPU(b *testing.B) *cpuMeter {
 	runtime.LockOSThread()
@@ -31,8 +34,18 @@ func startCPU(b *testing.B) *cpuMeter {
 
 func (m *cpuMeter) report(b *testing.B) {
 	ns := float64(threadCPU()-m.start) / float64(b.N)
+	m.ns = ns
 	b.ReportMetric(ns, "cpu-ns/op")
 	if ns > 0 {
 		b.ReportMetric(1e9/ns, "images/cpu-s")
+	}
+}
+
+// reportLimit reports the CPU-bound limit of the benchmarked work on this
+// host, "limit-images/s": the rate per CPU-second times the CPUs. Call it
+// after report.
+func (m *cpuMeter) reportLimit(b *testing.B) {
+	if m.ns > 0 {
+		b.ReportMetric(1e9/m.ns*float64(runtime.NumCPU()), "limit-images/s")
 	}
 }

@@ -62,6 +62,20 @@ type Options struct {
 	// negative value turns the limit off (the header is still checked and
 	// the decoded size still reserved from a stage's budget).
 	MaxPixels int64
+	// MaxPixelsOption names the setting that raises MaxPixels where the user
+	// set it (a flag, a pipeline file's key), for the [*LimitError] message;
+	// "" names Options.MaxPixels.
+	MaxPixelsOption string
+}
+
+// limitErr names the option that raises the limit in the *LimitError err
+// holds, if any, before err is wrapped.
+func (d *Decoder) limitErr(err error) error {
+	var le *LimitError
+	if d.opts.MaxPixelsOption != "" && errors.As(err, &le) && le.Option == "" {
+		le.Option = d.opts.MaxPixelsOption
+	}
+	return err
 }
 
 // MaxPixels returns the pixel limit in force (0: none).
@@ -279,7 +293,7 @@ func (d *Decoder) inspect(f string, data []byte, pick func(w, h int) turbojpeg.S
 			return Info{}, err
 		}
 		if err := checkPixels("image", int64(h.w), int64(h.h), limit); err != nil {
-			return Info{}, err
+			return Info{}, d.limitErr(err)
 		}
 		in := Info{Format: f, Width: h.w, Height: h.h, Components: h.comps, Progressive: h.progressive, BitDepth: 8}
 		// the image padded to whole MCUs, as the decoders allocate it
@@ -320,7 +334,7 @@ func (d *Decoder) inspect(f string, data []byte, pick func(w, h int) turbojpeg.S
 			return Info{}, err
 		}
 		if err := checkPixels("image", int64(h.w), int64(h.h), limit); err != nil {
-			return Info{}, err
+			return Info{}, d.limitErr(err)
 		}
 		px := satMul(int64(h.w), int64(h.h))
 		img := satMul(px, h.bytesPerPixel())

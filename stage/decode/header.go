@@ -49,12 +49,20 @@ type LimitError struct {
 	W, H int64
 	// Limit is the pixel limit in force.
 	Limit int64
+	// Option names the setting that raises the limit where the user set it (a
+	// flag, a pipeline file's key); "" names Options.MaxPixels. Front-ends set
+	// it on the error they report.
+	Option string
 }
 
 // Error formats the sizes and the limit, and says how to change it.
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("%s of %d×%d = %d pixels exceeds the limit of %d pixels (a decompression bomb? raise Options.MaxPixels / -max-pixels if it is meant)",
-		e.What, e.W, e.H, satMul(e.W, e.H), e.Limit)
+	opt := e.Option
+	if opt == "" {
+		opt = "Options.MaxPixels"
+	}
+	return fmt.Sprintf("%s of %d×%d = %d pixels exceeds the limit of %d pixels (a decompression bomb? raise %s if it is meant)",
+		e.What, e.W, e.H, satMul(e.W, e.H), e.Limit, opt)
 }
 
 // checkPixels returns a *LimitError when w×h is over limit (limit ≤ 0: none).

@@ -83,7 +83,7 @@ func NewStage[I any](name string, dec *Decoder, cfg StageConfig, get func(I) Enc
 		return nil, fmt.Errorf("decode stage %q: %w", name, err)
 	}
 	if err := cfg.Transform.checkLimit(dec.MaxPixels()); err != nil {
-		return nil, fmt.Errorf("decode stage %q: %w", name, err)
+		return nil, fmt.Errorf("decode stage %q: %w", name, dec.limitErr(err))
 	}
 	if cfg.BudgetWait < 0 {
 		return nil, fmt.Errorf("decode stage %q: budget wait %v: must be 0 (default) or more", name, cfg.BudgetWait)

@@ -116,7 +116,7 @@ func NewProcessor(dec *Decoder, tr Transform) (*Processor, error) {
 		return nil, err
 	}
 	if err := tr.checkLimit(dec.MaxPixels()); err != nil {
-		return nil, err
+		return nil, dec.limitErr(err)
 	}
 	tr.RandomResizedCrop = tr.RandomResizedCrop.withDefaults()
 	p := &Processor{dec: dec, tr: tr}
@@ -218,7 +218,7 @@ func (p *Processor) geometry(e Encoded, format string, w, h int) error {
 	case tr.Resize > 0:
 		rw, rh := ShorterSide(w, h, tr.Resize)
 		if err := checkPixels("resize result", int64(rw), int64(rh), p.dec.MaxPixels()); err != nil {
-			return err
+			return p.dec.limitErr(err)
 		}
 		if jpeg && !tr.Exact {
 			g.f = p.dec.reducedScale(w, h, rw, rh)

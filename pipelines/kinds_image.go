@@ -1,0 +1,203 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/stage"
+	"github.com/psiflow/psiflow/stage/decode"
+	"github.com/psiflow/psiflow/tensor"
+	"github.com/psiflow/psiflow/tensor/tensorarrow"
+)
+
+func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
+	samples, err := Unwrap[*source.Sample](in)
+	if err != nil {
+		return Stream{}, err
+	}
+	backend := map[string]decode.Backend{"auto": decode.BackendAuto, "turbojpeg": decode.BackendTurbo, "std": decode.BackendStd}[cfg.String("backend")]
+	maxPixels := cfg.Int("max_pixels")
+	if maxPixels == 0 {
+		return Stream{}, errors.New("max_pixels 0: must be positive, or -1 for no limit")
+	}
+	v, err := b.Keep(func() (any, func() error, error) {
+		dec, err := decode.NewDecoder(decode.Options{Backend: backend, MaxPixels: maxPixels,
+			MaxPixelsOption: optionName(b.run.hooks, b.Name, "max_pixels")})
+		if err != nil {
+			return nil, nil, err
+		}
+		return dec, dec.Close, nil
+	})
+	if err != nil {
+		return Stream{}, err
+	}
+	dec := v.(*decode.Decoder)
+	if why := dec.FallbackReason(); why != nil {
+		b.Info("JPEG decoder: Go standard library (%v)", why)
+	} else {
+		b.Info("JPEG decoder: %s", dec.Backend())
+	}
+	tr := decode.Transform{
+		Resize: int(cfg.Int("resize")), CenterCrop: int(cfg.Int("center_crop")), RandomCrop: int(cfg.Int("random_crop")),
+		RandomResizedCrop: decode.ResizedCrop{Size: int(cfg.Int("random_resized_crop")),
+			Scale: [2]float64{cfg.Float("scale_min"), cfg.Float("scale_max")},
+			Ratio: [2]float64{cfg.Float("ratio_min"), cfg.Float("ratio_max")}},
+		FlipProb: cfg.Float("flip"), Layout: tensor.CHW, Seed: uint64(cfg.Int("seed")), Exact: cfg.Bool("exact"),
+	}
+	if cfg.String("layout") == "hwc" {
+		tr.Layout = tensor.HWC
+	}
+	switch cfg.String("normalize") {
+	case "imagenet":
+		tr.Normalize = decode.ImageNet()
+	case "custom":
+		mean, err := floatList("mean", cfg.String("mean"))
+		if err != nil {
+			return Stream{}, err
+		}
+		std, err := floatList("std", cfg.String("std"))
+		if err != nil {
+			return Stream{}, err
+		}
+		if tr.Normalize, err = decode.NewNormalizer(mean, std); err != nil {
+			return Stream{}, err
+		}
+	}
+	if err := tr.Validate(); err != nil {
+		return Stream{}, err
+	}
+	labelOf := func(*source.Sample) int64 { return -1 }
+	keyLabel := func(string) int64 { return -1 } // a cached sample's label, from its key
+	switch cfg.String("label") {
+	case "folder":
+		src := b.Pipeline.Source
+		if src.Kind.Name != "files" {
+			return Stream{}, fmt.Errorf("label: folder needs a files source, not %s", src.Kind.Name)
+		}
+		dir := src.Config.String("dir")
+		classes, err := sharedClasses(b, dir)
+		if err != nil {
+			return Stream{}, err
+		}
+		if len(classes.Names()) == 0 {
+			b.Info("label: folder: %s has no class folders, every sample's label is -1", dir)
+		}
+		labelOf = func(s *source.Sample) int64 { return classes.Label(s.Key) }
+		keyLabel = classes.Label
+	case "field":
+		name := cfg.String("label_field")
+		labelOf = func(s *source.Sample) int64 {
+			n, err := strconv.ParseInt(strings.TrimSpace(string(s.Field(name))), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	field := cfg.String("field")
+	epoch := b.Epoch
+	workers := int(cfg.Int("workers"))
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	onError, err := stage.ParseOnError(cfg.String("on_error"))
+	if err != nil {
+		return Stream{}, err
+	}
+	skip := stage.SkipPolicy{OnError: onError, MaxSkips: cfg.Int("max_skips"), MaxRate: cfg.Float("max_skip_rate"), Log: b.SkippedSample}
+	if (skip.MaxSkips != 0 || skip.MaxRate != 0) && onError != stage.Skip {
+		return Stream{}, errors.New("max_skips and max_skip_rate need on_error: skip")
+	}
+	cache := b.run.cache
+	// Each image's decoded bytes are reserved from the graph's budget before it
+	// is decoded.
+	st, err := decode.NewStage(b.Name, dec, decode.StageConfig{Workers: workers, Ordered: cfg.Bool("ordered"), Transform: tr,
+		Budget: b.Graph.Budget(), Skip: skip, Observer: b.Decodes()},
+		func(h *memory.Held[*source.Sample]) decode.Encoded {
+			s := h.V
+			e := decode.Encoded{Key: s.Key, Label: labelOf(s), Index: s.Index, Epoch: int64(epoch)}
+			switch {
+			case field != "":
+				if e.Data = s.Field(field); e.Data == nil {
+					e.Err = s.MissingField(field)
+				}
+			case len(s.Fields) > 0:
+				e.Data = s.Fields[0].Data
+			}
+			cache.putEncoded(s, e.Data)
+			return e
+		})
+	if err != nil {
+		return Stream{}, err
+	}
+	// The memory runtime narrows decoding under pressure: a sample enters
+	// decoding only while one of its decode slots is free.
+	held := flow.Via(samples, memory.Narrow[*source.Sample](b.Name+"-narrow", b.Runtime.Workers()), flow.QueueSize(1))
+	decoded := flow.Via(held, st)
+	if cache != nil {
+		decoded = cache.afterDecode(b, decoded, keyLabel)
+	}
+	return Wrap(ImageType, decoded)
+}
+
+func floorDecode(_ *Build, cfg *Config, f *Floor) error {
+	f.Other += decodeFloor(cfg, f.Batch)
+	return nil
+}
+
+// floatList parses a comma-separated list of numbers, the value of param.
+func floatList(param, v string) ([]float32, error) {
+	var out []float32
+	for _, f := range strings.Split(v, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 32)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a comma-separated list of numbers: %w", param, v, err)
+		}
+		out = append(out, float32(x))
+	}
+	return out, nil
+}
+
+func buildBatch(b *Build, cfg *Config, in Stream) (Stream, error) {
+	imgs, err := Unwrap[*tensor.Sample](in)
+	if err != nil {
+		return Stream{}, err
+	}
+	return Wrap(ImagesType, flow.Via(imgs, stage.Batch[*tensor.Sample](b.Name, int(cfg.Int("size")), cfg.Duration("max_wait")), flow.QueueSize(1)))
+}
+
+func buildCollate(b *Build, _ *Config, in Stream) (Stream, error) {
+	groups, err := Unwrap[[]*tensor.Sample](in)
+	if err != nil {
+		return Stream{}, err
+	}
+	return Wrap(BatchType, flow.Via(groups, tensor.Collate(b.Name), flow.QueueSize(1)))
+}
+
+func buildToTensors(b *Build, cfg *Config, in Stream) (Stream, error) {
+	tables, err := Unwrap[*source.Batch](in)
+	if err != nil {
+		return Stream{}, err
+	}
+	want := cfg.Strings("columns")
+	// The tensors are copies: the graph releases each record batch once converted.
+	return Wrap(TensorsType, flow.OrderedMap(tables, b.Name, 1, func(_ context.Context, tb *source.Batch) (*Tensors, error) {
+		return columnsToTensors(tb, want)
+	}))
+}
+
+// columnsToTensors converts the named columns of tb (all when names is empty).
+func columnsToTensors(tb *source.Batch, names []string) (*Tensors, error) {
+	ts, names, err := tensorarrow.Record(tb.Record, names)
+	if err != nil {
+		return nil, fmt.Errorf("%s batch %d: %w", tb.File, tb.Index, err)
+	}
+	return &Tensors{Rows: int(tb.Record.NumRows()), Names: names, Tensors: ts}, nil
+}
