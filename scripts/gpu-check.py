@@ -10,9 +10,9 @@ Each subcommand prints one JSON object on standard output:
                                 Resize(256), CenterCrop(224), PILToTensor, batch 64),
                                 through a DataLoader with pin_memory=True, every batch
                                 moved with .to('cuda', non_blocking=True)
-    psiflow-pin --data DIR      psiflow's Python DataLoader with pin_memory=True, when the
-                                installed python/psiflow has it: each batch moved to the GPU
-                                with non_blocking=True, checking that the batch was pinned
+    psiflow-pin --data DIR      psiflow's Python DataLoader with pin_memory=True (each batch
+                                pinned, moved with non_blocking=True, the first --verify read
+                                back and compared), then with device="cuda" (samples/s)
 
 It never fails silently: a missing torch, CUDA or feature gives {"error": "..."}.
 """
@@ -88,23 +88,39 @@ def psiflow_pin(a):
     except ImportError as e:
         out(error="python/psiflow does not import: %s" % e)
         return
-    dl_cls = getattr(psiflow, "DataLoader", None)
-    if dl_cls is None:
-        out(error="python/psiflow has no DataLoader yet")
-        return
-    try:
-        dl = dl_cls(a.data, batch_size=a.batch, pin_memory=True, psiflow_bin=a.psiflow)
-    except TypeError as e:
-        out(error="psiflow.DataLoader(pin_memory=True) is not supported: %s" % e)
-        return
-    samples, pinned, t0 = 0, 0, time.monotonic()
+    res = {}
+    # pin_memory=True: the batches are views of psiflow's ring, registered with
+    # CUDA; each is moved with non_blocking=True and read back before the next
+    # one is asked for (the slot goes back only after the copy's event).
+    dl = psiflow.DataLoader(a.data, batch_size=a.batch, pin_memory=True, psiflow_bin=a.psiflow)
+    samples, batches, pinned, equal, t0 = 0, 0, 0, 0, time.monotonic()
     with dl as loader:
         for x, y in loader:
+            batches += 1
             pinned += int(bool(x.is_pinned()))
-            x = x.to("cuda", non_blocking=True)
+            xg = x.to("cuda", non_blocking=True)
+            if batches <= a.verify:
+                torch.cuda.current_stream().synchronize()
+                equal += int(bool(torch.equal(xg.cpu(), x)))
             samples += int(y.shape[0])
     torch.cuda.synchronize()
-    out(samples=samples, pinned_batches=pinned, wall_s=time.monotonic() - t0)
+    res["pin"] = {"samples": samples, "batches": batches, "pinned_batches": pinned, "verified": min(batches, a.verify),
+                  "equal_batches": equal, "wall_s": time.monotonic() - t0}
+    # device="cuda": psiflow.DataLoader moves each batch itself.
+    dl = psiflow.DataLoader(a.data, batch_size=a.batch, device="cuda", psiflow_bin=a.psiflow)
+    samples, on_device, t0, warm_t, warm_n = 0, 0, time.monotonic(), None, 0
+    with dl as loader:
+        for i, (x, y) in enumerate(loader):
+            on_device += int(x.is_cuda and y.is_cuda)
+            samples += int(y.shape[0])
+            if i == 2:
+                torch.cuda.synchronize()
+                warm_t, warm_n = time.monotonic(), samples
+    torch.cuda.synchronize()
+    t1 = time.monotonic()
+    rate = (samples - warm_n) / (t1 - warm_t) if warm_t and t1 > warm_t else samples / (t1 - t0)
+    res["device"] = {"samples": samples, "batches_on_device": on_device, "samples_per_s": rate, "wall_s": t1 - t0}
+    out(**res)
 
 
 def main():
@@ -121,6 +137,7 @@ def main():
     q.add_argument("--data", required=True)
     q.add_argument("--batch", type=int, default=64)
     q.add_argument("--psiflow", required=True, help="the psiflow launcher binary")
+    q.add_argument("--verify", type=int, default=8, help="batches read back and compared")
     a = p.parse_args()
     try:
         {"h2d": h2d, "dataloader": dataloader, "psiflow-pin": psiflow_pin}[a.cmd](a)

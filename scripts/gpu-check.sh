@@ -14,7 +14,8 @@
 #                   mark-preemptible, against a DataLoader with pin_memory=True moving each
 #                   batch with .to('cuda', non_blocking=True) (goal: ≥ 1.5× samples/s)
 #   overlap         the copy stages' busy time beside the decode's
-#   Python pin      psiflow's Python DataLoader with pin_memory=True (when it has it)
+#   Python pin      psiflow's Python DataLoader with pin_memory=True (batches pinned by
+#                   registering the shared ring with CUDA, read back equal) and device='cuda'
 #
 # Prepare with scripts/gpu-check-prepare.sh (here, with Go), then run this on the GPU
 # machine from the repository root, with gpucheck/ carried along. Environment:
@@ -109,11 +110,14 @@ row "copy-back" "$vb batches of the pipeline read back and equal (xxh3)" "torch:
 row "overlap" "decode busy $(json "$info" busy_decode_s) s (all workers), pin $(json "$info" busy_pin_s) s, h2d $(json "$info" busy_h2d_s) s, mark-preemptible $(json "$info" busy_mark_preemptible_s) s, wall $(json "$info" wall_s) s" "registrations $(json "$info" registrations), copies $(json "$info" copies), quota waits $(json "$info" quota_waits)" "" "copy hidden in decode" ""
 
 # --- the Python pin_memory=True path -------------------------------------------------------
-pp=$(timeout 90 "$py" scripts/gpu-check.py psiflow-pin --data "$data" --psiflow "$work/psiflow" 2>&1 | tail -1)
+pp=$(timeout 120 "$py" scripts/gpu-check.py psiflow-pin --data "$data" --psiflow "$work/psiflow" 2>&1 | tail -1)
 if [ -n "$(json "$pp" error)" ]; then
-	row "Python pin_memory=True" "not run: $(json "$pp" error)" "" "" "" "n/a"
+	row "Python pin_memory=True" "FAIL: $(json "$pp" error | tr '|' '/' | cut -c1-200)" "" "" "" "FAIL"
 else
-	row "Python pin_memory=True" "$(json "$pp" samples) samples, $(json "$pp" pinned_batches) pinned batches, $(json "$pp" wall_s) s" "" "" "every batch pinned" ""
+	pb=$(json "$pp" pin.batches); pn=$(json "$pp" pin.pinned_batches); pv=$(json "$pp" pin.verified); pe=$(json "$pp" pin.equal_batches)
+	row "Python pin_memory=True" "$pn of $pb batches pinned (the shared ring registered with cudaHostRegister), $pe of $pv read back equal" "" "" "every batch pinned and equal" "$([ -n "$pb" ] && [ "$pn" = "$pb" ] && [ "$pe" = "$pv" ] && echo ok || echo FAIL)"
+	dn=$(json "$pp" device.batches_on_device); ds=$(json "$pp" device.samples_per_s)
+	row "Python device='cuda' (samples/s)" "psiflow.DataLoader ${ds:-?} ($dn batches on the GPU)" "DataLoader pin_memory=True ${theirs:-?}" "$(ratio "$ds" "$theirs")" "" ""
 fi
 
 echo

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+
+	"github.com/psiflow/psiflow/stage"
 )
 
 // Options configure one epoch's iteration over a dataset.
@@ -80,6 +82,13 @@ type Options struct {
 	// (a file, a tar member, the rest of a shard), where, and the bytes lost. It
 	// is called on the goroutine that calls Next.
 	OnSkip func(error)
+	// SkipPolicy is the decode stage's policy ([stage.SkipPolicy]) applied to
+	// bad input: under stage.Skip a file or member that cannot be opened or
+	// read is skipped and counted within the policy's MaxSkips and MaxRate
+	// (measured over the samples seen), and named through OnSkip, or through
+	// the policy's Log when OnSkip is nil. It is an alternative to Skip and
+	// MaxSkips: set one or the other.
+	SkipPolicy stage.SkipPolicy
 }
 
 // Position is a resumable point in an epoch, small and JSON-marshalable.
@@ -248,6 +257,12 @@ func resolve(o Options) (resolved, error) {
 	}
 	if o.MaxMember < 0 || o.MaxSkips < 0 {
 		return r, fmt.Errorf("source: negative option (MaxMember %d, MaxSkips %d)", o.MaxMember, o.MaxSkips)
+	}
+	if err := o.SkipPolicy.Validate(); err != nil {
+		return r, fmt.Errorf("source: %w", err)
+	}
+	if o.SkipPolicy.OnError == stage.Skip && (o.Skip || o.MaxSkips != 0) {
+		return r, errors.New("source: set Skip and MaxSkips, or SkipPolicy, not both")
 	}
 	if r.MaxMember == 0 {
 		r.MaxMember = DefaultMaxMember

@@ -25,7 +25,9 @@
 // returns when its context ends, even with reads in flight (the io_uring
 // reader waits in the kernel in slices of 50 ms; pread reads in pieces of
 // 4 MiB), and Close cancels what is in flight (IORING_OP_ASYNC_CANCEL) and
-// waits until the kernel has let go of every buffer.
+// waits until the kernel has let go of every buffer. [ReaderOptions.Faults]
+// is the readers' system-call seam for tests (package source/readfault
+// injects EIO, short reads, EINTR and files swapped for named pipes).
 //
 // The ring is a thin binding written on golang.org/x/sys/unix
 // (internal/uring: io_uring_setup, the mmap'd rings, READ, READ_FIXED, READV,
@@ -58,7 +60,8 @@
 // JSON-marshalable checkpoint — to get exactly the elements not yet
 // returned. Bad input (missing or unreadable file, truncated tar, corrupt
 // table) fails the iteration with an error naming the file and offset, or
-// with [Options.Skip] is counted and skipped up to [Options.MaxSkips].
+// with [Options.Skip] is counted and skipped up to [Options.MaxSkips], or
+// under [Options.SkipPolicy] (the decode stage's [stage.SkipPolicy]).
 //
 // # Sharding and shuffling
 //

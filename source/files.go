@@ -253,6 +253,22 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 	broken := false // the reader failed: reads may still be in flight
 	defer func() {
 		if reader != nil {
+			if c, ok := reader.(canceller); ok && !broken && reader.InFlight() > 0 && c.Cancel() {
+				// Cancelled: reap what is in flight here, so that Waiting
+				// names only the reads the kernel still holds.
+				comps := make([]Completion, opts.QueueDepth)
+				for reader.InFlight() > 0 {
+					waitingFor(waiting, fifo)
+					n, err := reader.Reap(context.Background(), comps, 1)
+					if err != nil {
+						break
+					}
+					for _, c := range comps[:n] {
+						c.Tag.(*fileResult).done = true // its buffer is the kernel's no longer
+					}
+					clear(comps[:n])
+				}
+			}
 			waitingFor(waiting, fifo)
 			reader.Close() // cancels and waits for reads in flight (unless broken)
 		}
@@ -399,6 +415,7 @@ func (it *fileIter) Next(ctx context.Context) (*Sample, error) {
 			return nil, it.err
 		}
 		it.next++
+		it.skip.seen()
 		if res.err != nil {
 			res.release(it.r.Budget)
 			if err := it.skip.handle(res.err, Skipped{Path: res.path, What: "the file", Off: -1, Lost: -1}); err != nil {

@@ -35,6 +35,12 @@ func observe(r Reader, obs ReadObserver) Reader {
 	return &observedReader{Reader: r, obs: obs, backend: r.Backend()}
 }
 
+// Cancel cancels the reads in flight where the reader can.
+func (r *observedReader) Cancel() bool {
+	c, ok := r.Reader.(canceller)
+	return ok && c.Cancel()
+}
+
 func (r *observedReader) Submit(req Request) error {
 	req.Tag = &observedTag{tag: req.Tag, start: time.Now()}
 	if err := r.Reader.Submit(req); err != nil {

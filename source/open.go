@@ -59,7 +59,7 @@ func kindOf(mode fs.FileMode) string {
 // openFile opens path for a Reader: regular files only, never blocking on
 // what the path names (see openRegular).
 func openFile(path string, opts *ReaderOptions) (*File, error) {
-	o, err := openRegular(path, opts.Direct)
+	o, err := openRegular(path, opts.Direct, opts.Faults)
 	if err != nil {
 		return nil, err
 	}

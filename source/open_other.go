@@ -11,7 +11,12 @@ import (
 // openRegular opens path read-only and refuses anything that is not a
 // regular file, naming it. Systems other than Unix have no named pipes or
 // device nodes in their file systems that an open would block on.
-func openRegular(path string, _ bool) (openedFile, error) {
+func openRegular(path string, _ bool, faults FaultInjector) (openedFile, error) {
+	if faults != nil {
+		if err := faults.Open(path); err != nil {
+			return openedFile{}, &ReadError{Op: "open", Path: path, Off: -1, Err: err}
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return openedFile{}, &ReadError{Op: "open", Path: path, Off: -1, Err: err}

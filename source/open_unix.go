@@ -27,7 +27,12 @@ import (
 // method without it: a device node in place of a listed file is opened
 // (non-blocking) before it is refused, as any reader that opens before
 // checking must.
-func openRegular(path string, direct bool) (openedFile, error) {
+func openRegular(path string, direct bool, faults FaultInjector) (openedFile, error) {
+	if faults != nil {
+		if err := faults.Open(path); err != nil {
+			return openedFile{}, &ReadError{Op: "open", Path: path, Off: -1, Err: err}
+		}
+	}
 	flags := unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK
 	fd, isDirect := -1, false
 	var err error

@@ -97,7 +97,13 @@ func (r *preadReader) read(ctx context.Context, req Request) (c Completion, ok b
 			return c, false
 		}
 		piece := buf[r.done:min(len(buf), r.done+preadChunk)]
-		k, err := pread(fd, piece, req.Off+int64(r.done))
+		var k int
+		var err error
+		if n, errno := r.opts.fault(req.File.Path, req.Off+int64(r.done), len(piece), direct); errno != 0 {
+			err = errno
+		} else {
+			k, err = pread(fd, piece[:n], req.Off+int64(r.done))
+		}
 		if (errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)) && retries < maxRetries {
 			retries++
 			continue

@@ -8,6 +8,11 @@ import (
 	"sync"
 )
 
+// canceller is implemented by readers that can ask the kernel to cancel the
+// reads in flight (io_uring): Cancel reports whether it did, and the reads
+// then complete through Reap.
+type canceller interface{ Cancel() bool }
+
 // WaitReporter is implemented by iterators that can say which files their
 // readers are waiting for (file datasets): a caller that gives up on a
 // read the storage does not answer names them.
@@ -73,6 +78,8 @@ type ReaderOptions struct {
 	Logger *slog.Logger
 	// Observer, when set, is told of every completed read (bytes, latency, error).
 	Observer ReadObserver
+	// Faults, when set, injects faults at the system-call seam (tests only).
+	Faults FaultInjector
 }
 
 func (o *ReaderOptions) defaults() {
@@ -221,7 +228,7 @@ func (f *File) descriptorFor(off int64, buf []byte) (*os.File, []byte, error) {
 		return f.f, buf[:n], nil
 	}
 	if f.buffered == nil {
-		o, err := openRegular(f.Path, false)
+		o, err := openRegular(f.Path, false, f.opts.Faults)
 		if err != nil {
 			return nil, nil, err
 		}

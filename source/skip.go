@@ -3,6 +3,8 @@ package source
 import (
 	"errors"
 	"fmt"
+
+	"github.com/psiflow/psiflow/stage"
 )
 
 // Skipped is one bad input passed over under [Options.Skip], as [Options.OnSkip]
@@ -26,10 +28,15 @@ type Skipped struct {
 // Error says what was skipped, where, and why, without repeating the path and
 // offset when the cause is a [*ReadError] at the same place.
 func (s *Skipped) Error() string {
-	cause := s.Err
+	var cause any = s.Err
 	var re *ReadError
-	if errors.As(cause, &re) && re.Path == s.Path && (re.Off == s.Off || s.Off < 0) {
-		cause = re.Err
+	if errors.As(s.Err, &re) && re.Path == s.Path {
+		switch {
+		case re.Off == s.Off || re.Off < 0:
+			cause = re.Err
+		case s.Off < 0: // the whole file was skipped: say where its read failed
+			cause = fmt.Sprintf("%s at offset %d: %v", re.Op, re.Off, re.Err)
+		}
 	}
 	where := s.Path
 	if s.Off >= 0 {
@@ -45,22 +52,66 @@ func (s *Skipped) Error() string {
 // Unwrap returns the cause.
 func (s *Skipped) Unwrap() error { return s.Err }
 
-// skipper applies the bad-input policy.
+// skipper applies the bad-input policy: Options.Skip and MaxSkips, or
+// Options.SkipPolicy (through a stage.Skipper).
 type skipper struct {
 	skip    bool
 	max     int64
 	skipped int64
 	report  func(error)
+	policy  *stage.Skipper // set under SkipPolicy
 }
 
 func newSkipper(r resolved) skipper {
-	return skipper{skip: r.Skip, max: r.MaxSkips, report: r.OnSkip}
+	s := skipper{skip: r.Skip, max: r.MaxSkips, report: r.OnSkip}
+	if p := r.SkipPolicy; p.OnError == stage.Skip {
+		if s.report == nil && p.Log != nil {
+			log := p.Log
+			s.report = func(err error) {
+				key := ""
+				var sk *Skipped
+				if errors.As(err, &sk) {
+					key = sk.Path
+				}
+				log(key, err)
+			}
+		}
+		p.Log = nil                       // skips are named once, through report
+		s.policy, _ = stage.NewSkipper(p) // resolve validated p
+		s.skip = true
+	}
+	return s
+}
+
+// seen counts one sample taken for delivery, good or bad (SkipPolicy's
+// MaxRate is measured against it).
+func (s *skipper) seen() {
+	if s.policy != nil {
+		s.policy.Seen()
+	}
 }
 
 // allow returns nil when err may be skipped (and counts it), else the error.
 func (s *skipper) allow(err error) error {
 	if !s.skip {
 		return err
+	}
+	if s.policy != nil {
+		key := "input"
+		var re *ReadError
+		var sk *Skipped
+		switch {
+		case errors.As(err, &sk):
+			key = sk.Path
+		case errors.As(err, &re):
+			key = re.Path
+		}
+		var se *stage.SkipError
+		if e := s.policy.Handle(key, err); !errors.As(e, &se) {
+			return e
+		}
+		s.skipped++
+		return nil
 	}
 	s.skipped++
 	if s.max > 0 && s.skipped > s.max {

@@ -499,7 +499,7 @@ func (endMarker) Read(p []byte) (int, error) { return 0, io.EOF }
 // findHeader returns the offset of the first 512-aligned block at or after
 // from (and before size) that is a valid tar header, or -1.
 func findHeader(path string, from, size int64) (int64, error) {
-	o, err := openRegular(path, false)
+	o, err := openRegular(path, false, nil)
 	if err != nil {
 		return 0, err
 	}

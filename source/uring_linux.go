@@ -28,15 +28,16 @@ const cancelUserData = 1 << 63
 var fixedWarn sync.Once
 
 type pendingRead struct {
-	req     Request
-	buf     []byte // what is read: req.Buf, or its aligned extension under O_DIRECT
-	fd      int32
-	fixed   bool // fd is a registered-file slot
-	direct  bool
-	bufIdx  int // registered buffer index, -1 when none
-	done    int
-	retries int
-	used    bool
+	req      Request
+	buf      []byte // what is read: req.Buf, or its aligned extension under O_DIRECT
+	fd       int32
+	fixed    bool // fd is a registered-file slot
+	direct   bool
+	bufIdx   int // registered buffer index, -1 when none
+	done     int
+	retries  int
+	used     bool
+	injected unix.Errno // a fault injected in place of this submission
 }
 
 // uringReader is a Reader over one io_uring ring.
@@ -193,6 +194,17 @@ func (r *uringReader) prep(id uint32) {
 	}
 	rest := p.buf[p.done:]
 	off := uint64(p.req.Off) + uint64(p.done)
+	if r.opts.Faults != nil {
+		n, errno := r.opts.fault(p.req.File.Path, int64(off), len(rest), p.direct)
+		if errno != 0 {
+			// The read fails without reaching the file: a NOP completes in its place.
+			p.injected = errno
+			e.PrepNop()
+			e.UserData = uint64(id)
+			return
+		}
+		rest = rest[:n]
+	}
 	if p.bufIdx >= 0 {
 		e.PrepReadFixed(p.fd, rest, off, uint16(p.bufIdx))
 	} else {
@@ -254,6 +266,9 @@ func (r *uringReader) drain() {
 		}
 		id := uint32(c.UserData)
 		p := &r.pending[id]
+		if p.injected != 0 {
+			c.Res, p.injected = -int32(p.injected), 0
+		}
 		switch {
 		case c.Res < 0:
 			errno := unix.Errno(-c.Res)
@@ -322,9 +337,7 @@ func (r *uringReader) Close() error {
 		return nil
 	}
 	r.closed = true
-	if r.inflight > 0 && r.failed == nil {
-		r.cancelAll()
-	}
+	r.Cancel()
 	for r.inflight > 0 && r.failed == nil {
 		r.wait(context.Background(), r.inflight)
 		clear(r.backlog)
@@ -336,6 +349,15 @@ func (r *uringReader) Close() error {
 		return fmt.Errorf("source: closing io_uring reader: %w", err)
 	}
 	return nil
+}
+
+// Cancel asks the kernel to cancel every read in flight; they complete
+// through Reap (cancelled, or as far as they got).
+func (r *uringReader) Cancel() bool {
+	if r.inflight > 0 && r.failed == nil && !r.cancelled {
+		r.cancelAll()
+	}
+	return r.cancelled && r.failed == nil
 }
 
 // cancelAll asks the kernel to cancel every read in flight; from then on no

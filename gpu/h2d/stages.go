@@ -44,6 +44,11 @@ func (s *Staged) Release() { s.slot.Release() }
 // samples must have the same type and shape, and the batch must fit in a
 // slot; otherwise the error names the sample or the sizes.
 func Pin(name string, r *Ring) stage.Stage[[]*tensor.Sample, *Staged] {
+	return pin(name, func(context.Context, int64) (*Ring, error) { return r, nil })
+}
+
+// pin is Pin on the ring ringFor returns for samples of a size.
+func pin(name string, ringFor func(ctx context.Context, sampleBytes int64) (*Ring, error)) stage.Stage[[]*tensor.Sample, *Staged] {
 	return stage.Apply(name, 1, true, func(ctx context.Context, ss []*tensor.Sample) (*Staged, error) {
 		if len(ss) == 0 {
 			return nil, fmt.Errorf("pin %q: an empty batch", name)
@@ -51,6 +56,10 @@ func Pin(name string, r *Ring) stage.Stage[[]*tensor.Sample, *Staged] {
 		first := &ss[0].Tensor
 		per := first.NBytes()
 		n := per * int64(len(ss))
+		r, err := ringFor(ctx, per)
+		if err != nil {
+			return nil, fmt.Errorf("pin %q: %w", name, err)
+		}
 		if n > r.SlotBytes() {
 			return nil, fmt.Errorf("pin %q: a batch of %d × %v %v is %d bytes, more than a staging slot of %d (the ring's Config.SlotBytes)",
 				name, len(ss), first.Shape, first.DType, n, r.SlotBytes())
@@ -147,7 +156,13 @@ func (b *DeviceBatch) Release() {
 // it. It does not wait for the copy: while batch n is copied, batch n+1 is
 // decoded and staged. Its output is the batch on the device.
 func H2D(name string, r *Ring) stage.Stage[*Staged, *DeviceBatch] {
+	return h2d(name, func() *Ring { return r })
+}
+
+// h2d is H2D on the ring ring returns.
+func h2d(name string, ring func() *Ring) stage.Stage[*Staged, *DeviceBatch] {
 	return stage.Apply(name, 1, true, func(ctx context.Context, st *Staged) (*DeviceBatch, error) {
+		r := ring()
 		if st.slot.r != r {
 			return nil, fmt.Errorf("h2d %q: the batch was staged in another ring", name)
 		}

@@ -31,7 +31,7 @@ class Batch:
     ``data, labels``. After ``release()`` the memory is reused for a later batch:
     copy what must outlive it."""
 
-    __slots__ = ("data", "labels", "keys", "seq", "slot", "_client", "_released")
+    __slots__ = ("data", "labels", "keys", "seq", "slot", "_client", "_released", "_fence")
 
     def __init__(self, client, data, labels, keys, seq, slot):
         self._client = client
@@ -41,6 +41,7 @@ class Batch:
         self.seq = seq
         self.slot = slot
         self._released = False
+        self._fence = None  # with pinning: an event after the copies from this batch
 
     def __iter__(self):
         return iter((self.data, self.labels))
@@ -56,7 +57,7 @@ class Batch:
         """Hand the slot back to psiflow (once; later calls do nothing)."""
         if not self._released:
             self._released = True
-            self._client._release(self.slot)
+            self._client._release(self.slot, self._fence)
 
 
 class Client:
@@ -67,9 +68,12 @@ class Client:
     default); with False call ``batch.release()`` yourself.
     torch: yield torch tensors (torch.from_numpy: same memory) instead of numpy arrays.
     connect_timeout: seconds to wait for the socket to appear and accept.
+    pin: a psiflow._pin.CudaPin: the shared ring is registered with CUDA when it
+    arrives, and a released slot goes back to psiflow only once the event
+    fenced after its copies has completed (see psiflow._pin).
     """
 
-    def __init__(self, socket_path, auto_release=True, torch=False, connect_timeout=30.0, _alive=None):
+    def __init__(self, socket_path, auto_release=True, torch=False, connect_timeout=30.0, _alive=None, pin=None):
         self.socket_path = socket_path
         self.auto_release = auto_release
         self._torch = None
@@ -78,6 +82,8 @@ class Client:
 
             self._torch = _torch
         self._alive = _alive  # callable returning an error string when the server died
+        self._pin = pin
+        self._pending = []  # (slot, event): released, waiting for their copies
         self._sock = None
         self._mm = None
         self._held = {}
@@ -139,14 +145,44 @@ class Client:
             os.close(fds[0])  # the mapping keeps the memory
         self.slots = int(m["slots"])
         self.slot_bytes = int(m["slot_bytes"])
+        if self._pin is not None:
+            try:
+                self._pin.register(self._mm)
+            except Exception as e:
+                self._mm.close()
+                self._mm = None
+                raise PsiflowError("pin_memory: %s" % e) from e
 
-    def _release(self, slot):
+    def _release(self, slot, fence=None):
         self._held.pop(slot, None)
+        if self._done or self._sock is None:
+            return  # the stream has ended: psiflow takes no more releases
+        if self._pin is not None:
+            # A copy with non_blocking=True may still read the slot: it goes
+            # back once an event after the copy has completed.
+            self._pending.append((slot, fence if fence is not None else self._pin.fence()))
+            self._settle()
+            return
+        self._send_release(slot)
+
+    def _send_release(self, slot):
         if self._sock is not None and not self._done:
             try:
                 self._sock.send(b'{"t":"release","slot":%d}' % slot)
             except OSError:
                 pass  # psiflow has gone; the next receive says why
+
+    def _settle(self, need_slot=False):
+        """Sends the releases whose copies have completed, in order; with
+        need_slot, waits for the oldest ones until psiflow has a free slot."""
+        while self._pending:
+            slot, ev = self._pending[0]
+            if not self._pin.done(ev):
+                if not (need_slot and len(self._held) + len(self._pending) >= self.slots):
+                    return
+                self._pin.wait(ev)
+            self._pending.pop(0)
+            self._send_release(slot)
 
     # -- iteration ----------------------------------------------------------
     def __iter__(self):
@@ -160,6 +196,8 @@ class Client:
             raise StopIteration
         if self._mm is not None and len(self._held) >= self.slots:
             raise PsiflowError("all %d slots are held by this process: release a batch before asking for the next" % self.slots)
+        if self._pending:
+            self._settle(need_slot=True)
         while True:
             m, fds = self._recv()
             t = m.get("t")
@@ -259,12 +297,22 @@ class Client:
         self._done = True
         self._last = None
         self._held.clear()
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:
-                pass  # views are still alive; the mapping goes with them
-            self._mm = None
+        try:
+            if self._pin is not None:
+                pending, self._pending = self._pending, []
+                for _slot, ev in pending:
+                    self._pin.wait(ev)
+                if self._mm is not None:
+                    # Unregistered before the mapping goes; views still alive
+                    # are ordinary (pageable) memory from here on.
+                    self._pin.unregister()
+        finally:
+            if self._mm is not None:
+                try:
+                    self._mm.close()
+                except BufferError:
+                    pass  # views are still alive; the mapping goes with them
+                self._mm = None
 
     def __enter__(self):
         return self
@@ -292,7 +340,7 @@ class Loader:
     """
 
     def __init__(self, data=None, psiflow_bin=None, args=(), slots=4, auto_release=True, torch=False,
-                 batch_size=None, start_timeout=60.0):
+                 batch_size=None, start_timeout=60.0, pin=None):
         self.bin = _binary.find(psiflow_bin)
         self._dir = tempfile.mkdtemp(prefix="psiflow-")
         self.socket_path = os.path.join(self._dir, "sink.sock")
@@ -307,7 +355,7 @@ class Loader:
         self.returncode = None
         try:
             self.client = Client(self.socket_path, auto_release=auto_release, torch=torch,
-                                 connect_timeout=start_timeout, _alive=self._why_dead)
+                                 connect_timeout=start_timeout, _alive=self._why_dead, pin=pin)
         except BaseException:
             self.close()
             raise

@@ -1,8 +1,9 @@
 """psiflow.DataLoader: PyTorch's DataLoader vocabulary over ``psiflow serve``."""
 
 import os
+import warnings
 
-from . import _binary
+from . import _binary, _pin
 from .client import Loader, PsiflowError
 
 STATE_VERSION = 1
@@ -82,6 +83,12 @@ def _distributed():
     return None
 
 
+def _torch_module():
+    import torch
+
+    return torch
+
+
 def _want_torch(tensors):
     if tensors == "numpy":
         return False
@@ -132,6 +139,16 @@ class DataLoader:
     RANK and WORLD_SIZE from the environment (read by psiflow serve).
     prefetch: batches outstanding at once (the shared-memory ring's slots).
     tensors: "auto" (torch tensors when torch imports, else numpy), "torch", "numpy".
+    pin_memory: as PyTorch's: batches in page-locked memory, so that
+    ``x.cuda(non_blocking=True)`` is an asynchronous DMA. psiflow registers its
+    shared-memory ring with CUDA once per epoch (cudaHostRegister) instead of
+    copying each batch into pinned memory: the copy to the GPU reads the bytes
+    psiflow wrote. A slot goes back to psiflow only after the copies enqueued
+    from it (on the current stream) have completed. Without CUDA it warns, as
+    PyTorch does, and the batches are not pinned.
+    device: None or "cpu" (batches on the host), or a CUDA device ("cuda",
+    "cuda:1", a torch.device): each batch is copied there from the registered
+    ring with non_blocking=True and yielded on the device; no CUDA is an error.
     serve_args: more ``psiflow serve`` flags.
 
     Iterating runs one epoch; without set_epoch the next iteration runs the next
@@ -143,7 +160,8 @@ class DataLoader:
 
     def __init__(self, root, batch_size=64, shuffle=True, seed=0, transform="val", drop_last=False,
                  num_workers=None, return_keys=False, rank=None, world_size=None, prefetch=4,
-                 tensors="auto", psiflow_bin=None, serve_args=(), start_timeout=60.0):
+                 tensors="auto", psiflow_bin=None, serve_args=(), start_timeout=60.0, pin_memory=False,
+                 device=None):
         if root is None:
             raise ValueError("DataLoader needs root, an image folder")
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -168,6 +186,11 @@ class DataLoader:
         self._transform = transform_flags(transform)
         self._bin = _binary.find(psiflow_bin)
         self._torch = _want_torch(tensors)
+        self.pin_memory = bool(pin_memory)
+        self.device = _pin.parse_device(device)
+        if self.device is not None and not self._torch:
+            raise ValueError("device=%r needs torch tensors, not tensors=%r" % (device, tensors))
+        self._pinning = self._pin_check(device)
         self._serve_args = list(serve_args)
         self._sharding = (rank, world_size) if world_size is not None else _distributed()
         self._epoch = 0          # the epoch the next iteration runs
@@ -178,6 +201,24 @@ class DataLoader:
         self._loader_at = None   # its (epoch, start)
         self._state_samples = None  # the dataset size a loaded state is for
         self._running = None
+
+    def _pin_check(self, device):
+        """Whether the ring is registered with CUDA (pin_memory=True or a CUDA
+        device, with CUDA there); says why not."""
+        if not self.pin_memory and self.device is None:
+            return False
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        why = _pin.cuda_unavailable(torch)
+        if why is None:
+            return True
+        if self.device is not None:
+            raise RuntimeError("device=%r: CUDA is not available here: %s" % (device, why))
+        warnings.warn("psiflow.DataLoader: pin_memory=True, but batches are not pinned: %s "
+                      "(they stay views of psiflow's shared memory)" % why, stacklevel=3)
+        return False
 
     # -- psiflow serve ------------------------------------------------------
     def _serve_cmd(self, epoch, start):
@@ -205,8 +246,9 @@ class DataLoader:
             loader, self._loader = self._loader, None
             return loader
         self._drop_prefetched()
+        pin = _pin.CudaPin(_torch_module(), self.device) if self._pinning else None
         loader = Loader(data=self.root, psiflow_bin=self._bin, args=self._serve_cmd(epoch, start),
-                        slots=self.prefetch, torch=self._torch, start_timeout=self.start_timeout)
+                        slots=self.prefetch, torch=self._torch, start_timeout=self.start_timeout, pin=pin)
         try:
             plan = loader.client.wait_plan()
             if plan.get("epoch") != epoch or plan.get("start") != start:
@@ -275,10 +317,17 @@ class DataLoader:
                 if self.drop_last and n < self.batch_size:
                     continue  # DataLoader's drop_last: the short last batch is not yielded
                 self._consumed += n * world
+                data, labels = b.data, b.labels
+                if self.device is not None:
+                    data = data.to(self.device, non_blocking=True)
+                    labels = labels.to(self.device, non_blocking=True)
+                    b._fence = loader.client._pin.fence()  # the slot goes back after this copy
+                elif self._pinning and self._torch:
+                    labels = labels.pin_memory()  # the data is pinned already: it lies in the ring
                 if self.return_keys:
-                    yield b.data, b.labels, b.keys
+                    yield data, labels, b.keys
                 else:
-                    yield b.data, b.labels
+                    yield data, labels
             finished = True
         finally:
             rc = loader.close()

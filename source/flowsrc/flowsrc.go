@@ -36,8 +36,10 @@ func Tables(g *flow.Graph, name string, ds *source.Tables, opts source.Options, 
 // the graph runs and emits its elements until io.EOF. An error from the
 // iterator ends the graph with that error.
 //
-// Inputs the iterator skips (opts.Skip) count in the source's stage counters
-// (psiflow_stage_skipped_total) and reach opts.OnSkip.
+// Inputs the iterator skips (opts.Skip, or opts.SkipPolicy: the decode
+// stage's policy, read errors included) count in the source's stage counters
+// (psiflow_stage_skipped_total) and reach opts.OnSkip, or the policy's Log
+// when OnSkip is nil.
 //
 // Unless opts sets them, the iterator is charged to the graph's byte budget and
 // its reads pass through the graph's gate: a reader that reads ahead asks the
@@ -71,12 +73,20 @@ func iter[T any](g *flow.Graph, name string, open func(source.Options) (source.I
 	}
 	return flow.Source(g, name, func(ctx context.Context, out *flow.Emitter[T]) (err error) {
 		// Every skip counts in the source's stage counters, and reaches the
-		// caller's OnSkip, which names it.
+		// caller's OnSkip, which names it, or else the skip policy's Log.
 		o := opts
 		o.OnSkip = func(err error) {
 			out.Skipped(1)
-			if opts.OnSkip != nil {
+			switch {
+			case opts.OnSkip != nil:
 				opts.OnSkip(err)
+			case opts.SkipPolicy.Log != nil:
+				key := ""
+				var sk *source.Skipped
+				if errors.As(err, &sk) {
+					key = sk.Path
+				}
+				opts.SkipPolicy.Log(key, err)
 			}
 		}
 		it, err := open(o)

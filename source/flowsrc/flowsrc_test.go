@@ -5,12 +5,16 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/source"
+	"github.com/psiflow/psiflow/source/readfault"
 	"github.com/psiflow/psiflow/source/synth"
+	"github.com/psiflow/psiflow/stage"
 	"go.uber.org/goleak"
 )
 
@@ -163,5 +167,44 @@ func TestSkipsCountInTheSourceStage(t *testing.T) {
 	}
 	if n < 20 || n >= 30 {
 		t.Fatalf("%d samples, want the 20 of the whole shards and the whole ones before the cut", n)
+	}
+}
+
+// TestReadErrorsUnderTheSkipPolicy: under the decode stage's skip policy a
+// file that fails to read (EIO mid-file, injected) is skipped, named through
+// the policy's Log and counted in the source stage; every other file arrives
+// once.
+func TestReadErrorsUnderTheSkipPolicy(t *testing.T) {
+	dir := t.TempDir()
+	paths, err := synth.JPEGFiles(dir, 12, synth.Image{Width: 64, Height: 48}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := paths[5]
+	in := readfault.New(readfault.EIO(filepath.Base(bad), 512))
+	var logged []string
+	g := flow.New("read-errors")
+	src := Files(g, "read", source.NewFiles(paths), source.Options{WorldSize: 1,
+		Reader:     source.ReaderOptions{Faults: in},
+		SkipPolicy: stage.SkipPolicy{OnError: stage.Skip, Log: func(key string, err error) { logged = append(logged, key+": "+err.Error()) }},
+	})
+	seen := map[string]int{}
+	flow.Sink(src, "count", func(_ context.Context, s *source.Sample) error { seen[s.Key]++; return nil })
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if want := map[bool]int{true: 0, false: 1}[p == bad]; seen[p] != want {
+			t.Errorf("%s delivered %d times, want %d", p, seen[p], want)
+		}
+	}
+	var skipped int64
+	for _, s := range g.Stats() {
+		if s.Name == "read" {
+			skipped = s.Skipped
+		}
+	}
+	if skipped != 1 || len(logged) != 1 || !strings.HasPrefix(logged[0], bad+": ") || !strings.Contains(logged[0], "offset 512") {
+		t.Fatalf("stage skipped %d, logged %q; want %s named once with its offset", skipped, logged, bad)
 	}
 }
