@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/harness"
 )
@@ -203,10 +204,10 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		coText := ""
 		if c := r.CoTenant; c != nil {
-			coText = fmt.Sprintf("  co-tenant %g%%: %s (%d MiB touched)", math.Round(1000*c.Share)/10, c.Fate, c.Touched>>20)
+			coText = fmt.Sprintf("  co-tenant %g%%: %s (%s touched)", math.Round(1000*c.Share)/10, c.Fate, bytesize.Human(c.Touched))
 		}
 		if r.Ballast > 0 {
-			coText += fmt.Sprintf("  ballast %d MiB", r.Ballast>>20)
+			coText += fmt.Sprintf("  ballast %s", bytesize.Human(r.Ballast))
 			if r.TrainerOOMKilled {
 				coText += " (trainer OOM-killed)"
 			}

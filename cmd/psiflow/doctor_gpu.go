@@ -9,6 +9,7 @@ import (
 	"github.com/psiflow/psiflow/gpu"
 	"github.com/psiflow/psiflow/gpu/cuda"
 	"github.com/psiflow/psiflow/gpu/nvml"
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 func init() {
@@ -29,7 +30,7 @@ func probeNVML(ctx context.Context) (bool, string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		names = append(names, fmt.Sprintf("%d: %s, %.0f%% busy, %s of %s used", i, s.Name, 100*s.GPU, humanBytes(s.MemoryUsed), humanBytes(s.MemoryTotal)))
+		names = append(names, fmt.Sprintf("%d: %s, %.0f%% busy, %s of %s used", i, s.Name, 100*s.GPU, bytesize.Human(s.MemoryUsed), bytesize.Human(s.MemoryTotal)))
 	}
 	if len(names) == 0 {
 		return false, "NVML initialised but sees no device"
@@ -52,15 +53,5 @@ func probeCUDA(ctx context.Context) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	return true, fmt.Sprintf("%s, %s free of %s (%s)", d.Name(), humanBytes(mi.Free), humanBytes(mi.Total), d.Library())
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%d B", n)
+	return true, fmt.Sprintf("%s, %s free of %s (%s)", d.Name(), bytesize.Human(mi.Free), bytesize.Human(mi.Total), d.Library())
 }

@@ -26,7 +26,7 @@ func TestDoctorGPURows(t *testing.T) {
 	t.Cleanup(fakecuda.Cleanup) // the library stays mapped; its file goes
 	t.Setenv(cuda.EnvLibrary, path)
 	rows, _ = doctorRows(t)
-	if r := rows["CUDA driver"]; r[0] != "yes" || !strings.Contains(r[1], "cuda:0 psiflow fake CUDA device 0 (driver 13.0), 1.0 GiB free of 1.0 GiB") {
+	if r := rows["CUDA driver"]; r[0] != "yes" || !strings.Contains(r[1], "cuda:0 psiflow fake CUDA device 0 (driver 13.0), 1 GiB free of 1 GiB") {
 		t.Errorf("CUDA driver row with the fake driver = %v", r)
 	}
 	fakecuda.Open(t, path).CheckNoViolations(t)

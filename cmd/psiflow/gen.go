@@ -46,13 +46,13 @@ func runGen(ctx context.Context, stdout io.Writer, args []string) error {
 	height := flagval.Int(fs, "height", 375, 1, 65500, "jpeg, tar: image height in pixels (JPEG's limit: 65500)")
 	quality := flagval.Int(fs, "quality", 85, 1, 100, "jpeg, tar: JPEG quality (1-100)")
 	noise := flagval.Int(fs, "noise", 72, 0, 255, "jpeg, tar: per-pixel noise amplitude, 0-255 (more noise, bigger files; 0 for none)")
-	size := flagval.Int(fs, "bytes", 0, 0, 1<<30, "jpeg, tar: aim for about this many bytes per image by choosing -noise (0: use -noise)")
+	size := flagval.Size(fs, "bytes", 0, 0, 1<<30, "jpeg, tar: aim for about this many bytes per image (e.g. 110KiB) by choosing -noise (0: use -noise)")
 	shards := flagval.Int(fs, "shards", 4, 1, 1<<20, "tar: number of shards")
 	samples := flagval.Int(fs, "samples", 256, 1, 1<<24, "tar: samples per shard")
 	files := flagval.Int(fs, "files", 2, 1, 1<<20, "parquet, arrow: number of files")
 	batches := flagval.Int(fs, "batches", 8, 1, 1<<20, "parquet, arrow: row groups / record batches per file")
 	rows := flagval.Int(fs, "rows", 1024, 1, 1<<24, "parquet, arrow: rows per batch")
-	payload := flagval.Int(fs, "payload", 1024, 0, 1<<26, "parquet, arrow: bytes of the payload column per row")
+	payload := flagval.Size(fs, "payload", 1024, 0, 1<<26, "parquet, arrow: bytes of the payload column per row (e.g. 4KiB)")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fs.Usage()
 		if len(args) == 0 {
@@ -89,14 +89,14 @@ func runGen(ctx context.Context, stdout io.Writer, args []string) error {
 		im.Noise = -1
 	}
 	if *size > 0 && (kind == "jpeg" || kind == "tar") {
-		nz, err := synth.NoiseForSize(im, *size, *seed)
+		nz, err := synth.NoiseForSize(im, int(*size), *seed)
 		if err != nil {
 			return err
 		}
 		im.Noise = max(nz, 1)
 		fmt.Fprintf(stdout, "noise %d for about %d bytes per image\n", nz, *size)
 	}
-	tab := synth.Table{Files: *files, Batches: *batches, Rows: *rows, PayloadBytes: *payload}
+	tab := synth.Table{Files: *files, Batches: *batches, Rows: *rows, PayloadBytes: int(*payload)}
 	start := time.Now()
 	var paths []string
 	var err error

@@ -23,6 +23,8 @@ func TestGen(t *testing.T) {
 		{[]string{"gen", "parquet", "-files", "1", "-batches", "2", "-rows", "5", "-payload", "8", "-out", dir + "/p"}, 0, "wrote 1 parquet files", 1, ".parquet"},
 		{[]string{"gen", "arrow", "-files", "2", "-batches", "1", "-rows", "5", "-out", dir + "/a"}, 0, "wrote 2 arrow files", 2, ".arrow"},
 		{[]string{"gen", "jpeg", "-n", "2", "-width", "120", "-height", "90", "-bytes", "9000", "-out", dir + "/b"}, 0, "for about 9000 bytes per image", 2, ".jpg"},
+		{[]string{"gen", "jpeg", "-n", "2", "-width", "120", "-height", "90", "-bytes", "9KiB", "-out", dir + "/k"}, 0, "for about 9216 bytes per image", 2, ".jpg"},
+		{[]string{"gen", "arrow", "-payload", "1PiB", "-out", dir + "/big"}, 2, "flag -payload: 1PiB is out of range", 0, ""},
 		{[]string{"gen", "jpeg", "-n", "3"}, 2, "-out is required", 0, ""},
 		{[]string{"gen", "png", "-out", dir}, 2, `unknown kind "png"`, 0, ""},
 		{[]string{"gen", "jpeg", "-n", "0", "-out", dir}, 2, "flag -n: 0 is out of range", 0, ""},

@@ -50,7 +50,7 @@ func ExampleOpen() {
 	// The Go heap is refused.
 	fmt.Println(d.Register(make([]byte, 4096)) != nil)
 	// Output:
-	// simulated device (1.00 GiB, 25.0 GB/s host-to-device, 10µs per copy)
+	// simulated device (1 GiB, 25.0 GB/s host-to-device, 10µs per copy)
 	// a batch true 1
 	// true
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/psiflow/psiflow/gpu"
 	"github.com/psiflow/psiflow/gpu/internal/hostmem"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/zeebo/xxh3"
 )
 
@@ -121,23 +122,13 @@ func Open(cfg Config) (*Device, error) {
 	d := &Device{cfg: cfg, allocs: map[gpu.Ptr]*alloc{}, next: 1 << 40,
 		streams: map[*Stream]struct{}{}, events: map[*Event]struct{}{},
 		queue: make(chan *op, 1024), pending: map[*op]struct{}{}}
-	d.name = fmt.Sprintf("simulated device (%s, %.1f GB/s host-to-device, %v per copy)", human(cfg.Capacity), cfg.Bandwidth/1e9, cfg.Latency)
+	d.name = fmt.Sprintf("simulated device (%s, %.1f GB/s host-to-device, %v per copy)", bytesize.Human(cfg.Capacity), cfg.Bandwidth/1e9, cfg.Latency)
 	if cfg.Discard {
 		d.name += ", bytes discarded"
 	}
 	d.engine.Add(1)
 	go d.run()
 	return d, nil
-}
-
-func human(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // run is the copy engine: one copy at a time, each taking latency +

@@ -55,7 +55,7 @@ func TestModelledTime(t *testing.T) {
 	if st.Copies != 3 || st.Bytes != 1000+250_000+1<<20 || st.Busy != want {
 		t.Fatalf("Stats = %+v; want 3 copies, %d bytes, busy %v", st, 1000+250_000+1<<20, want)
 	}
-	if !strings.HasPrefix(d.Name(), "simulated device (8.00 MiB, 1.0 GB/s host-to-device, 20µs per copy)") {
+	if !strings.HasPrefix(d.Name(), "simulated device (8 MiB, 1.0 GB/s host-to-device, 20µs per copy)") {
 		t.Errorf("Name = %q", d.Name())
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
@@ -96,7 +97,7 @@ func newSampleCache(cfg Config, u *uma.UMA, dec *decode.Decoder, labelOf func(st
 	}
 	sc.c = c
 	sc.sig = xxh3.HashString(fmt.Sprintf("%s|resize=%d|crop=%d|layout=CHW|jpeg=%s", cfg.Cache, cfg.Resize, cfg.Crop, dec.Backend()))
-	hooks.info("sample cache: %s samples in preemptible memory, up to %d MiB (%s); given back first under pressure", cfg.Cache, limit>>20, how)
+	hooks.info("sample cache: %s samples in preemptible memory, up to %s (%s); given back first under pressure", cfg.Cache, bytesize.Human(limit), how)
 	if hooks.OnCache != nil {
 		hooks.OnCache(c)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines/progress"
@@ -334,7 +335,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 			// Close fails if any lease is still out: a leak would surface here.
 			err = errors.Join(err, pool.Close(), u.Close())
 		}()
-		hooks.info("read buffers: a %d MiB UMA pool registered with the rings", cfg.ReadBuffers>>20)
+		hooks.info("read buffers: a %s UMA pool registered with the rings", bytesize.Human(cfg.ReadBuffers))
 	}
 	cache, err := newSampleCache(cfg, u, dec, labelOf, hooks)
 	if err != nil {
