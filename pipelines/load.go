@@ -393,7 +393,7 @@ func (l *loader) validate() *Pipeline {
 		Budget: res.Int("budget"), Queue: int(res.Int("queue")), Pressure: res.String("pressure") == "gate", Device: res.String("device"),
 		MemoryMode: memory.Mode(res.String("memory_mode")), BelowFloor: memory.FloorPolicy(res.String("below_floor")),
 		PauseTimeout: pauseTimeout(res.Duration("pause_timeout")),
-		Cache: res.String("cache"), CacheMax: res.Int("cache_max"),
+		Cache:        res.String("cache"), CacheMax: res.Int("cache_max"),
 	}
 	if l.source == nil {
 		l.add(l.src.errAt(posOf(l.src, l.rootAt.node), "no source: (kinds: %s)", oneOf(l.reg.kindNames(SourceRole))))
