@@ -239,10 +239,10 @@ func (d *RegionDecoder) Close() error {
 	return err
 }
 
-func (d *RegionDecoder) word(off int) *uintptr { return (*uintptr)(unsafe.Pointer(&d.mem[off])) }
+func (d *RegionDecoder) word(off int) *uintptr      { return (*uintptr)(unsafe.Pointer(&d.mem[off])) }
 func (d *RegionDecoder) setWord(off int, v uintptr) { *d.word(off) = v }
-func (d *RegionDecoder) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&d.mem[off])) }
-func (d *RegionDecoder) i32(off int) *int32  { return (*int32)(unsafe.Pointer(&d.mem[off])) }
+func (d *RegionDecoder) u32(off int) *uint32        { return (*uint32)(unsafe.Pointer(&d.mem[off])) }
+func (d *RegionDecoder) i32(off int) *int32         { return (*int32)(unsafe.Pointer(&d.mem[off])) }
 
 func (d *RegionDecoder) frame() *[17]uintptr {
 	return (*[17]uintptr)(unsafe.Pointer(&d.mem[memFrame]))
