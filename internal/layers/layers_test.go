@@ -24,7 +24,10 @@ import (
 // package under a listed tree is placed without editing this table, and a new tree
 // fails the test until it is given a layer here.
 var architecture = []layer{
-	{"leaves: no psiflow imports", []component{
+	{"kernel file parsers", []component{
+		{"kernfile", []string{"internal/kernfile"}},
+	}},
+	{"leaves", []component{
 		{"bytesize", []string{"internal/bytesize"}},
 		{"protocol", []string{"internal/harness/protocol"}},
 		{"kerneltest", []string{"internal/kerneltest"}},
