@@ -151,9 +151,9 @@ func (t *Tree) pidGroup(pid string) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup of process %s: %w", pid, err)
 	}
-	lines, err := parseProcCgroup(string(b))
+	lines, err := parseProcCgroup(p, string(b))
 	if err != nil {
-		return nil, fmt.Errorf("cgroup of process %s: %s: %w", pid, p, err)
+		return nil, fmt.Errorf("cgroup of process %s: %w", pid, err)
 	}
 	g := &Group{tree: t, v1: map[string]string{}}
 	resolve := func(mount, rel string) string {
