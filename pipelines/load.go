@@ -536,7 +536,38 @@ func (l *loader) validate() *Pipeline {
 	if len(l.errs) > 0 {
 		return nil
 	}
+	l.checkDevice(p, raws)
+	if len(l.errs) > 0 {
+		return nil
+	}
 	return p
+}
+
+// checkDevice refuses a device kind under resources.device cpu (at the kind)
+// and device cuda or sim in a pipeline without one (at resources.device).
+func (l *loader) checkDevice(p *Pipeline, raws []*rawComp) {
+	var names []string
+	for i, c := range p.Nodes() {
+		if !c.Kind.Device {
+			continue
+		}
+		names = append(names, c.Kind.Name)
+		if p.Resource.Device == "cpu" {
+			l.add(raws[i].kindAt.errf("%s %q: kind %s works on a device, but resources.device is cpu; set resources.device: cuda (or sim to simulate one, or auto), or collate instead of pin to end on the host",
+				c.Kind.Role, c.Name, c.Kind.Name))
+		}
+	}
+	if len(names) > 0 || (p.Resource.Device != "cuda" && p.Resource.Device != "sim") {
+		return
+	}
+	at := l.rootAt.errf("resources.device %s: no stage copies to the device; end the pipeline with batch → pin → h2d → mark_preemptible (then a discard sink or a Go consumer), or use device: cpu", p.Resource.Device)
+	for i := len(l.resources) - 1; i >= 0; i-- {
+		if en := l.resources[i]; en.key == "device" {
+			at = en.val.errf("%s", at.Msg)
+			break
+		}
+	}
+	l.add(at)
 }
 
 // convertHint names the stage kinds that turn from into to.

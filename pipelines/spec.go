@@ -250,6 +250,10 @@ type Kind struct {
 	// smallest working set that still makes progress) to f, once per run
 	// before the memory runtime is made (b has no graph and no runtime then).
 	Floor func(b *Build, cfg *Config, f *Floor) error
+	// Device marks a kind that works on a device (the pin, h2d and
+	// mark_preemptible stages): a pipeline with one needs resources.device
+	// auto, cuda or sim, and device cuda or sim needs one.
+	Device bool
 }
 
 // Param returns the parameter called name.

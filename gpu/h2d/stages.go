@@ -189,3 +189,42 @@ func MarkPreemptible(name string) stage.Stage[*DeviceBatch, *DeviceBatch] {
 		return b, nil
 	})
 }
+
+// Verify returns a stage that checks each batch on the device against its
+// staging slot: it waits for the copy, copies the batch back to the host and
+// compares it with the bytes staged; a difference is an error naming the
+// batch's first key and the first offset that differs. Put it before
+// [MarkPreemptible], which gives the slot back (a batch whose slot came back
+// is refused). It costs a synchronous copy back per batch: it is for checks,
+// not training. The device must keep what is copied to it (gpu/sim without
+// Discard).
+func Verify(name string) stage.Stage[*DeviceBatch, *DeviceBatch] {
+	var back []byte // one worker: one scratch buffer, grown to the largest batch
+	return stage.Apply(name, 1, true, func(ctx context.Context, b *DeviceBatch) (*DeviceBatch, error) {
+		if b.staged.slot.finished.Load() {
+			return nil, fmt.Errorf("verify %q: the batch starting at %s has given its staging slot back already (verify before mark-preemptible)", name, firstKey(b.Keys))
+		}
+		if int64(cap(back)) < b.Bytes {
+			back = make([]byte, b.Bytes)
+		}
+		back = back[:b.Bytes]
+		if err := b.CopyToHost(ctx, back); err != nil {
+			return nil, fmt.Errorf("verify %q: the batch starting at %s: %w", name, firstKey(b.Keys), err)
+		}
+		want := b.staged.Bytes()
+		for i := range want {
+			if back[i] != want[i] {
+				return nil, fmt.Errorf("verify %q: the batch starting at %s differs on the device from its staging slot at byte %d of %d (device %#x, staged %#x)",
+					name, firstKey(b.Keys), i, len(want), back[i], want[i])
+			}
+		}
+		return b, nil
+	})
+}
+
+func firstKey(keys []string) string {
+	if len(keys) == 0 {
+		return "(no key)"
+	}
+	return keys[0]
+}
