@@ -44,11 +44,12 @@ func (s *Staged) Release() { s.slot.Release() }
 // samples must have the same type and shape, and the batch must fit in a
 // slot; otherwise the error names the sample or the sizes.
 func Pin(name string, r *Ring) stage.Stage[[]*tensor.Sample, *Staged] {
-	return pin(name, func(context.Context, int64) (*Ring, error) { return r, nil })
+	return pin(name, "the ring's Config.SlotBytes", func(context.Context, int64) (*Ring, error) { return r, nil })
 }
 
-// pin is Pin on the ring ringFor returns for samples of a size.
-func pin(name string, ringFor func(ctx context.Context, sampleBytes int64) (*Ring, error)) stage.Stage[[]*tensor.Sample, *Staged] {
+// pin is Pin on the ring ringFor returns for samples of a size; sized says
+// what sized the ring's slots (for the error of a batch too large).
+func pin(name, sized string, ringFor func(ctx context.Context, sampleBytes int64) (*Ring, error)) stage.Stage[[]*tensor.Sample, *Staged] {
 	return stage.Apply(name, 1, true, func(ctx context.Context, ss []*tensor.Sample) (*Staged, error) {
 		if len(ss) == 0 {
 			return nil, fmt.Errorf("pin %q: an empty batch", name)
@@ -61,8 +62,8 @@ func pin(name string, ringFor func(ctx context.Context, sampleBytes int64) (*Rin
 			return nil, fmt.Errorf("pin %q: %w", name, err)
 		}
 		if n > r.SlotBytes() {
-			return nil, fmt.Errorf("pin %q: a batch of %d × %v %v is %d bytes, more than a staging slot of %d (the ring's Config.SlotBytes)",
-				name, len(ss), first.Shape, first.DType, n, r.SlotBytes())
+			return nil, fmt.Errorf("pin %q: a batch of %d × %v %v is %d bytes, more than a staging slot of %d (%s)",
+				name, len(ss), first.Shape, first.DType, n, r.SlotBytes(), sized)
 		}
 		slot, err := r.Acquire(ctx)
 		if err != nil {
