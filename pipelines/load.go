@@ -263,7 +263,7 @@ func (l *loader) override(set string) {
 	}
 	head, rest, dotted := strings.Cut(key, ".")
 	switch {
-	case !dotted && contains([]string{"name", "epochs", "limit"}, key):
+	case !dotted && contains([]string{"name", "epochs", "limit", "start_epoch", "start_at"}, key):
 		put(&l.top, key)
 		return
 	case !dotted:
@@ -312,7 +312,7 @@ func (l *loader) override(set string) {
 		l.add(src.errAt(Pos{File: src.name, Line: 1, Col: 1}, "override %q: no node named %q%s", key, head, didYouMean(head, names)))
 		return
 	}
-	l.add(src.errAt(Pos{File: src.name, Line: 1, Col: 1}, "override %q: want name, epochs, limit, resources.KEY, source.KEY, sink.KEY, stages.N.KEY or STAGE.KEY", key))
+	l.add(src.errAt(Pos{File: src.name, Line: 1, Col: 1}, "override %q: want name, epochs, limit, start_epoch, start_at, resources.KEY, source.KEY, sink.KEY, stages.N.KEY or STAGE.KEY", key))
 }
 
 // stageName is stage i's name: its own, or its kind, numbered when repeated.
@@ -382,6 +382,7 @@ func (l *loader) validate() *Pipeline {
 	l.params("top level", topParams, l.top, top, l.rootAt)
 	res := newConfig()
 	l.params("resources", resourceParams, l.resources, res, l.rootAt)
+	p.top, p.res = top, res
 	p.Name = top.String("name")
 	if p.Name == "" {
 		p.Name = strings.TrimSuffix(filepath.Base(l.src.name), filepath.Ext(l.src.name))
@@ -433,7 +434,13 @@ func (l *loader) validate() *Pipeline {
 		if rc.role == SourceRole && len(rc.inputs) > 0 {
 			l.add(rc.inAt[0].errf("source: a source has no input"))
 		}
+		before := len(l.errs)
 		l.params(fmt.Sprintf("%s of kind %s", what, k.Name), k.Params, rc.config, c.Config, rc.kindAt)
+		if k.Check != nil && len(l.errs) == before {
+			if err := k.Check(c.Config); err != nil {
+				l.add(rc.kindAt.errf("%s (kind %s): %v", what, k.Name, err))
+			}
+		}
 		if prev, dup := byName[name]; dup {
 			at := rc.kindAt
 			if rc.nameAt.node != nil {

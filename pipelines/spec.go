@@ -250,6 +250,10 @@ type Kind struct {
 	// smallest working set that still makes progress) to f, once per run
 	// before the memory runtime is made (b has no graph and no runtime then).
 	Floor func(b *Build, cfg *Config, f *Floor) error
+	// Check, when set, reports a combination of the node's parameters that
+	// cannot work (each one in its range), when the file is validated: before
+	// anything runs, at the node's line.
+	Check func(cfg *Config) error
 }
 
 // Param returns the parameter called name.
