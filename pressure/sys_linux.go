@@ -3,14 +3,12 @@
 package pressure
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/kernfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,22 +18,11 @@ const capSysResource = 24
 // HasCapSysResource reports whether the calling process holds CAP_SYS_RESOURCE in its
 // effective set, which lets it arm PSI triggers with any window in 500ms..10s.
 func HasCapSysResource() (bool, error) {
-	data, err := os.ReadFile("/proc/self/status")
+	caps, err := kernfile.ReadCapEff("/proc/self/status")
 	if err != nil {
-		return false, fmt.Errorf("read /proc/self/status: %w", err)
+		return false, err
 	}
-	for line := range bytes.Lines(data) {
-		v, ok := bytes.CutPrefix(line, []byte("CapEff:"))
-		if !ok {
-			continue
-		}
-		caps, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 16, 64)
-		if err != nil {
-			return false, fmt.Errorf("parse CapEff in /proc/self/status: %w", err)
-		}
-		return caps&(1<<capSysResource) != 0, nil
-	}
-	return false, errors.New("no CapEff line in /proc/self/status")
+	return caps&(1<<capSysResource) != 0, nil
 }
 
 // SelfCgroupV2Dir returns the directory of the calling process's cgroup v2 group

@@ -24,7 +24,10 @@ import (
 // package under a listed tree is placed without editing this table, and a new tree
 // fails the test until it is given a layer here.
 var architecture = []layer{
-	{"leaves: no psiflow imports", []component{
+	{"kernel file parsers", []component{
+		{"kernfile", []string{"internal/kernfile"}},
+	}},
+	{"leaves", []component{
 		{"bytesize", []string{"internal/bytesize"}},
 		{"protocol", []string{"internal/harness/protocol"}},
 		{"kerneltest", []string{"internal/kerneltest"}},
@@ -104,6 +107,7 @@ type pkg struct {
 	name    string              // the package clause
 	imports map[string][]string // module-relative import -> files importing it
 	inits   []string            // files declaring func init
+	doc     bool                // some file has a package doc comment
 }
 
 // place returns the layer and component of a module-relative package path, by the
@@ -135,6 +139,9 @@ func check(pkgs map[string]*pkg, arch []layer) []string {
 		}
 		if p.name != "main" && len(p.inits) > 0 {
 			out = append(out, fmt.Sprintf("%s: library package with func init in %s: make it an explicit call from main or TestMain", path, strings.Join(p.inits, ", ")))
+		}
+		if !p.doc {
+			out = append(out, fmt.Sprintf("%s: no package doc comment (a doc.go saying what it owns and what it does not)", path))
 		}
 		li, comp, pat, ok := place(arch, path)
 		if !ok {
@@ -211,6 +218,7 @@ func load(root string) (map[string]*pkg, error) {
 			p = &pkg{name: f.Name.Name, imports: map[string][]string{}}
 			pkgs[rel] = p
 		}
+		p.doc = p.doc || f.Doc != nil
 		for _, is := range f.Imports {
 			ip, err := strconv.Unquote(is.Path.Value)
 			if err != nil {
@@ -302,7 +310,7 @@ func TestCheck(t *testing.T) {
 		{"top", []component{{"cmd", []string{"cmd/..."}}}},
 	}
 	lib := func(imports ...string) *pkg {
-		p := &pkg{name: "lib", imports: map[string][]string{}}
+		p := &pkg{name: "lib", imports: map[string][]string{}, doc: true}
 		for _, i := range imports {
 			p.imports[i] = []string{"x.go"}
 		}
@@ -316,7 +324,7 @@ func TestCheck(t *testing.T) {
 			"b/deeper": lib(),
 			"c":        lib("a", "b/inner"),
 			"c/sub":    lib("c", "a"),
-			"cmd/tool": {name: "main", imports: map[string][]string{"c": {"main.go"}}, inits: []string{"main.go"}},
+			"cmd/tool": {name: "main", imports: map[string][]string{"c": {"main.go"}}, inits: []string{"main.go"}, doc: true},
 		}
 	}
 	tests := []struct {
@@ -339,6 +347,8 @@ func TestCheck(t *testing.T) {
 			[]string{"c/sub: package main outside cmd/"}},
 		{"init in a library", func(m map[string]*pkg) { m["b"].inits = []string{"reexec.go"} },
 			[]string{"b: library package with func init in reexec.go"}},
+		{"no package doc", func(m map[string]*pkg) { m["c"].doc = false },
+			[]string{"c: no package doc comment"}},
 		{"stale pattern", func(m map[string]*pkg) { delete(m, "a") },
 			[]string{`pattern "a" of component a matches no package`}},
 		{"two breaches", func(m map[string]*pkg) { m["a"] = lib("b", "c") },
@@ -377,7 +387,7 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	write("go.mod", "module example.com/m\n\ngo 1.26\n")
-	write("low/low.go", "package low\n")
+	write("low/low.go", "// Package low is low.\npackage low\n")
 	write("high/high.go", "package high\n\nimport (\n\t\"fmt\"\n\t\"example.com/m/low\"\n)\n\nvar _ = fmt.Sprint\nvar _ = low.X\n")
 	write("low/up_windows.go", "//go:build windows\n\npackage low\n\nimport _ \"example.com/m/high\"\n\nfunc init() {}\n")
 	write("low/gen.go", "//go:build ignore\n\npackage main\n\nimport _ \"example.com/m/high\"\n")
@@ -390,12 +400,12 @@ func TestLoad(t *testing.T) {
 	}
 	got := map[string]string{}
 	for path, p := range pkgs {
-		got[path] = fmt.Sprintf("%s %v %v", p.name, p.imports, p.inits)
+		got[path] = fmt.Sprintf("%s %v %v %v", p.name, p.imports, p.inits, p.doc)
 	}
 	want := map[string]string{
-		"low":      "low map[high:[up_windows.go]] [up_windows.go]",
-		"high":     "high map[low:[high.go]] []",
-		"cmd/tool": "main map[high:[main.go]] [main.go]",
+		"low":      "low map[high:[up_windows.go]] [up_windows.go] true",
+		"high":     "high map[low:[high.go]] [] false",
+		"cmd/tool": "main map[high:[main.go]] [main.go] false",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("load =\n%v\nwant\n%v", got, want)
