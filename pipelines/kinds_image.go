@@ -43,6 +43,11 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		b.Info("JPEG decoder: Go standard library (%v)", why)
 	} else {
 		b.Info("JPEG decoder: %s", dec.Backend())
+		if lib, why := dec.CropDecoding(); why != nil {
+			b.Info("crop-aware decoding off, random resized crops decode whole JPEGs (%v)", why)
+		} else {
+			b.Info("crop-aware decoding: %s", lib)
+		}
 	}
 	tr := decode.Transform{
 		Resize: int(cfg.Int("resize")), CenterCrop: int(cfg.Int("center_crop")), RandomCrop: int(cfg.Int("random_crop")),

@@ -10,12 +10,14 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/internal/metrics"
 	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/reexec"
@@ -80,7 +82,8 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	flagval.SizeVar(fs, &c.Budget, "budget", 32<<20, 1, 1<<50, "graph byte budget (bytes in flight from read to decode), with K, M, G suffixes: the largest with -memory elastic; with -memory fixed a quarter of the memory limit unless given")
 	memoryMode := fs.String("memory", "elastic", "memory runtime: elastic (budget follows the cgroup's headroom, memory given back under pressure) or fixed (64 MiB registered read pool, a quarter of the limit as budget, nothing given back)")
 	fs.BoolVar(&c.Pressure, "pressure", true, "gate the source and its reads on the cgroup's memory pressure")
-	belowFloor := fs.String("below-floor", "stop", "with -memory elastic, when the cgroup leaves the loader less than its floor: stop (exit status 3 with a message naming the memory left) or run (on at the floor)")
+	belowFloor := fs.String("below-floor", "pause", "with -memory elastic, when the cgroup leaves the loader less than its floor: pause (no reads until the memory is back; the consumer waits), stop (exit status 3 with a message naming the memory left) or run (on at the floor)")
+	pauseFor := flagval.Duration(fs, "pause-timeout", pause.DefaultTimeout, 0, 24*time.Hour, "with -below-floor pause: a pause longer than this ends the run with exit status 3 and the memory left; 0: wait without end")
 	lockText := fs.Bool("lock-text", true, "with -memory elastic: lock the program's code in memory as it is faulted in (mlock2 MLOCK_ONFAULT), so reclaim does not evict the monitor; the locked pages are charged to the cgroup that first reads them")
 	oomVictim := fs.Bool("oom-victim", true, "with -memory elastic: make the loader the OOM killer's first choice in its cgroup (oom_score_adj 1000), so the trainer beside it is spared")
 	flagval.IntVar(fs, &c.Queue, "queue", 4, 1, 1<<20, "default edge queue size (elements); batch edges hold 1")
@@ -112,6 +115,16 @@ func parseCommand(args []string) (imagefolder.Config, string, error) {
 	var err error
 	if c.BelowFloor, err = memory.ParseFloorPolicy(*belowFloor); err != nil {
 		return c, "", fmt.Errorf("-below-floor: %w", err)
+	}
+	timeoutSet := false
+	fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "pause-timeout" })
+	switch {
+	case c.BelowFloor == memory.PauseBelowFloor && *pauseFor == 0:
+		c.PauseTimeout = pause.Forever
+	case c.BelowFloor == memory.PauseBelowFloor:
+		c.PauseTimeout = *pauseFor
+	case timeoutSet:
+		return c, "", fmt.Errorf("-pause-timeout needs -below-floor pause, not %s", c.BelowFloor)
 	}
 	if c.Memory, err = memory.ParseMode(*memoryMode); err != nil {
 		return c, "", fmt.Errorf("-memory: %w", err)
@@ -177,6 +190,16 @@ func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, se
 			}
 		},
 		Runtime: func(r *memory.Runtime) { rt = r },
+		// Each pause and resume: a line on stderr and an event for the harness.
+		OnPause: func(ev pause.Event) {
+			fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", ev.Message())
+			switch ev.Kind {
+			case pause.Paused:
+				_ = em.Emit(protocol.Event{Event: protocol.Pause})
+			case pause.Resumed:
+				_ = em.Emit(protocol.Event{Event: protocol.Resume})
+			}
+		},
 	}
 	if set != nil {
 		hooks.Options = append(hooks.Options, flow.WithRegistry(set.Registry))
@@ -185,6 +208,9 @@ func runWith(ctx context.Context, c imagefolder.Config, em *protocol.Emitter, se
 	_, err := imagefolder.Run(ctx, c, hooks)
 	if rt != nil {
 		fmt.Fprintf(os.Stderr, "psiflow-imagefolder: memory %s, pressure gate %v; shed actions run: %s\n", c.Memory, c.Pressure, shedLine(rt))
+		if n, d := rt.PauseStats(); n > 0 {
+			fmt.Fprintf(os.Stderr, "psiflow-imagefolder: %s\n", memory.PauseSummary(n, d))
+		}
 	}
 	return err
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/psiflow/psiflow/reexec"
 
 	"github.com/psiflow/psiflow/internal/harness/protocol"
+	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/memory/pause"
 )
 
 func TestMain(m *testing.M) {
@@ -221,5 +223,43 @@ func TestParseArgsMemory(t *testing.T) {
 	c, err = parseArgs([]string{"-data", "x", "-memory", "fixed", "-budget", "8M"})
 	if err != nil || c.Budget != 8<<20 {
 		t.Fatalf("fixed with -budget 8M: budget %d (%v)", c.Budget, err)
+	}
+}
+
+// TestParseArgsBelowFloor: the loader pauses below its floor by default, for at
+// most 10 minutes; -pause-timeout 0 waits without end and needs -below-floor pause.
+func TestParseArgsBelowFloor(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		policy  memory.FloorPolicy
+		timeout time.Duration
+		err     string
+	}{
+		{name: "default", policy: memory.PauseBelowFloor, timeout: pause.DefaultTimeout},
+		{name: "timeout", args: []string{"-pause-timeout", "30s"}, policy: memory.PauseBelowFloor, timeout: 30 * time.Second},
+		{name: "forever", args: []string{"-pause-timeout", "0"}, policy: memory.PauseBelowFloor, timeout: pause.Forever},
+		{name: "stop", args: []string{"-below-floor", "stop"}, policy: memory.StopBelowFloor},
+		{name: "run", args: []string{"-below-floor", "run"}, policy: memory.RunAtFloor},
+		{name: "timeout with stop", args: []string{"-below-floor", "stop", "-pause-timeout", "1m"}, err: "-pause-timeout needs -below-floor pause"},
+		{name: "bad policy", args: []string{"-below-floor", "wait"}, err: `below-floor policy "wait"`},
+		{name: "negative", args: []string{"-pause-timeout", "-1s"}, err: "pause-timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseArgs(append([]string{"-data", "x"}, tt.args...))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v; want one containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.BelowFloor != tt.policy || c.PauseTimeout != tt.timeout {
+				t.Fatalf("policy %q timeout %v; want %q, %v", c.BelowFloor, c.PauseTimeout, tt.policy, tt.timeout)
+			}
+		})
 	}
 }

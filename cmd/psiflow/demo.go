@@ -55,6 +55,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	overwrite := fs.Bool("overwrite", false, "with -sink arrow:PATH or parquet:DIR: replace what is there once the run ends cleanly (without it a file or folder that holds data is refused)")
 	gated := fs.Bool("pressure", true, "gate the sources on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)")
 	memoryMode := fs.String("memory", "elastic", "with -data: elastic (the budget follows the cgroup's headroom, memory is given back under pressure) or fixed (a 64 MiB registered read pool and nothing given back)")
+	floor := addFloorFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -64,6 +65,10 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	mode, err := memory.ParseMode(*memoryMode)
 	if err != nil {
 		return fmt.Errorf("%w: -memory: %v", errUsage, err)
+	}
+	belowFloor, pauseTimeout, err := floor.apply(fs)
+	if err != nil {
+		return err
 	}
 	cache, err := imagefolder.ParseCacheMode(*cacheMode)
 	if err != nil {
@@ -166,6 +171,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		fc.Workers, fc.BatchSize, fc.Epochs, fc.Budget = cfg.Workers, cfg.BatchSize, *epochs, cfg.Budget
 		fc.Cache, fc.CacheMax = cache, *cacheMax
 		fc.Memory, fc.Pressure, fc.Process = mode, *gated, memory.LauncherProcess()
+		fc.BelowFloor, fc.PauseTimeout = belowFloor, pauseTimeout
 		fc.OnError, fc.MaxSkips, fc.MaxPixels = policy, *maxSkips, *maxPixels
 		fc.Rank, fc.WorldSize = sh.Rank, sh.WorldSize
 		var rt *memory.Runtime
@@ -223,6 +229,9 @@ func printRuntimeReport(w io.Writer, rt *memory.Runtime) {
 		fmt.Fprintf(w, " %s %.0f", a, runs[a])
 	}
 	fmt.Fprintln(w)
+	if n, d := rt.PauseStats(); n > 0 {
+		fmt.Fprintf(w, "Memory: %s\n", memory.PauseSummary(n, d))
+	}
 }
 
 // printEpochs prints one line per epoch: its rate and, with a cache, its hit rate.

@@ -82,11 +82,16 @@ func parseServe(args []string) (serveConfig, error) {
 	fs.IntVar(&c.synthetic, "synthetic", 0, "serve this many synthetic batches of known bytes instead of a folder (for tests)")
 	shape := fs.String("shape", "4,3,8,8", "with -synthetic: batch shape (samples first), uint8")
 	fs.IntVar(&c.failAfter, "fail-after", 0, "with -synthetic: fail after this many batches (tests the error path)")
+	floor := addFloorFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	var err error
+	if c.folder.BelowFloor, c.folder.PauseTimeout, err = floor.apply(fs); err != nil {
+		return c, err
 	}
 	if c.socket == "" {
 		return c, fmt.Errorf("%w: -socket is required", errUsage)
@@ -104,7 +109,6 @@ func parseServe(args []string) (serveConfig, error) {
 		}
 		c.shape = append(c.shape, d)
 	}
-	var err error
 	if c.folder.Budget, err = flagval.ParseSize(c.budget); err != nil || c.folder.Budget <= 0 {
 		return c, fmt.Errorf("%w: -budget %q: want a positive size such as 32M", errUsage, c.budget)
 	}
@@ -176,9 +180,11 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Writer) error {
 	// The memory runtime (elastic by default) gates the source when
 	// c.folder.Pressure is set: no gate of its own here.
+	var rt *memory.Runtime
 	hooks := imagefolder.Hooks{
 		Consume: t.Consume,
 		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
+		Runtime: func(r *memory.Runtime) { rt = r },
 	}
 	if c.plan {
 		// Each epoch's plan goes to the consumer before its batches
@@ -191,6 +197,11 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 	sum, err := imagefolder.Run(ctx, c.folder, hooks)
 	if sec := sum.Elapsed.Seconds(); sec > 0 {
 		fmt.Fprintf(stdout, "psiflow serve: %d samples in %d batches, %.1f s, %.0f samples/s\n", sum.Items, sum.Batches, sec, float64(sum.Items)/sec)
+	}
+	if rt != nil {
+		if n, d := rt.PauseStats(); n > 0 {
+			fmt.Fprintf(stdout, "psiflow serve: %s\n", memory.PauseSummary(n, d))
+		}
 	}
 	return err
 }
