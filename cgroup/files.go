@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/kernfile"
 )
 
 // The file readers: one parser per file format, for both layouts, used by this
@@ -27,27 +29,10 @@ import (
 //	PSI                    <resource>.pressure, /proc/pressure/<resource>        ReadPSI, ParsePSI
 
 // ParseError is a malformed cgroup or /proc file: which file, which line, what it
-// said and what is wrong with it.
-type ParseError struct {
-	// File is the path read (or the name given to ParsePSI).
-	File string
-	// Line is the 1-based line; 0 for a file that holds one value.
-	Line int
-	// Text is the offending line or value, trimmed.
-	Text string
-	// Err says what is wrong.
-	Err error
-}
-
-func (e *ParseError) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%s line %d: %q: %v", e.File, e.Line, e.Text, e.Err)
-	}
-	return fmt.Sprintf("%s: %q: %v", e.File, e.Text, e.Err)
-}
-
-// Unwrap returns what is wrong (a *strconv.NumError, for example).
-func (e *ParseError) Unwrap() error { return e.Err }
+// said and what is wrong with it (File, Line, Text, Err). It is
+// internal/kernfile's, which parses the /proc files that packages below this one
+// need too.
+type ParseError = kernfile.ParseError
 
 // ReadInt reads a file that holds one integer (memory.current, pids.current,
 // cpuacct.usage, memory.failcnt, ...).
@@ -197,44 +182,7 @@ func (s MemoryStat) Unreclaimable() int64 {
 // "MemTotal:", "RssAnon:") from a /proc file such as meminfo or <pid>/status, and
 // returns them in bytes, in the order asked. Each key must be present.
 func ReadProcSizes(path string, keys ...string) ([]int64, error) {
-	s, err := readFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return parseProcSizes(path, s, keys...)
-}
-
-func parseProcSizes(file, text string, keys ...string) ([]int64, error) {
-	out := make([]int64, len(keys))
-	found := make([]bool, len(keys))
-	n := 0
-	for line := range strings.Lines(text) {
-		n++
-		for i, k := range keys {
-			rest, ok := strings.CutPrefix(line, k)
-			if !ok {
-				continue
-			}
-			f := strings.Fields(rest)
-			bad := func(why string) error {
-				return &ParseError{File: file, Line: n, Text: strings.TrimSpace(line), Err: errors.New(why)}
-			}
-			if len(f) == 0 || len(f) > 2 || len(f) == 2 && f[1] != "kB" {
-				return nil, bad(`want "` + k + ` N kB"`)
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil || kb < 0 || kb > math.MaxInt64>>10 {
-				return nil, bad("want a number of kB")
-			}
-			out[i], found[i] = kb<<10, true
-		}
-	}
-	for i, ok := range found {
-		if !ok {
-			return nil, fmt.Errorf("%s: no %s line", file, keys[i])
-		}
-	}
-	return out, nil
+	return kernfile.ReadSizes(path, keys...)
 }
 
 // Stall is one line of a PSI file: the share of time some (or all) tasks were

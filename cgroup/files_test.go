@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/kernfile"
 )
 
 // Real file contents (Linux 6.x): v1 from this project's hybrid machine, v2 from a
@@ -270,6 +272,6 @@ func FuzzReadKeyed(f *testing.F) {
 			t.Fatalf("error %v is not a *ParseError with a line", err)
 		}
 		_, _ = ParsePSI("f", s)
-		_, _ = parseProcSizes("f", s, "MemTotal:")
+		_, _ = kernfile.ParseSizes("f", s, "MemTotal:")
 	})
 }

@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -343,5 +344,56 @@ func TestRemoveStale(t *testing.T) {
 	}
 	if _, err := tree.RemoveStale(""); err == nil {
 		t.Error("empty prefix accepted")
+	}
+}
+
+// TestSelfLimitingGroup: the smallest limit on the way up wins (a larger one below
+// it, none, or a limit above MemTotal do not), a missing limit file is passed over
+// and a malformed one is an error naming the file and line.
+func TestSelfLimitingGroup(t *testing.T) {
+	tests := []struct {
+		name    string
+		change  map[string]string // over fakeV2
+		wantDir string            // relative to the root; "" none
+		want    int64
+		err     string
+	}{
+		{"the fake's", nil, "user.slice", 8 << 30, ""},
+		{"smaller below", map[string]string{"user.slice/app/memory.max": "1073741824\n"}, "user.slice/app", 1 << 30, ""},
+		{"larger below", map[string]string{"user.slice/app/memory.max": "17179869184\n"}, "user.slice", 8 << 30, ""},
+		{"none", map[string]string{"user.slice/memory.max": "max\n"}, "", 0, ""},
+		{"above MemTotal", map[string]string{"user.slice/memory.max": "99999999999999\n"}, "user.slice", 99999999999999, ""},
+		{"malformed", map[string]string{"user.slice/app/memory.max": "lots\n"}, "", 0, `user.slice/app/memory.max: "lots": want "max" or a number of bytes`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := fakeFiles{}
+			for k, v := range fakeV2 {
+				f[k] = v
+			}
+			for k, v := range tt.change {
+				f[k] = v
+			}
+			tree, _, root := openFake(t, f)
+			l, err := tree.SelfLimitingGroup()
+			if tt.err != "" {
+				var pe *ParseError
+				if !errors.As(err, &pe) || !strings.HasSuffix(err.Error(), tt.err) {
+					t.Fatalf("SelfLimitingGroup = %+v, %v; want a *ParseError ending %q", l, err, tt.err)
+				}
+				if _, _, err := tree.SelfMemoryLimit(); !strings.HasSuffix(fmt.Sprint(err), tt.err) {
+					t.Errorf("SelfMemoryLimit: %v, want the same error", err)
+				}
+				return
+			}
+			want := LimitingGroup{}
+			if tt.wantDir != "" {
+				d := filepath.Join(root, tt.wantDir)
+				want = LimitingGroup{Dir: d, File: filepath.Join(d, "memory.max"), Limit: tt.want, V2: true}
+			}
+			if err != nil || l != want {
+				t.Fatalf("SelfLimitingGroup = %+v, %v; want %+v", l, err, want)
+			}
+		})
 	}
 }

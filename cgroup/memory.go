@@ -168,39 +168,68 @@ func SelfMemoryLimit() (bytes int64, source string, err error) {
 
 // SelfMemoryLimit returns the effective memory limit of the calling process: the
 // smallest hard limit of its memory cgroup and every ancestor up to the mount root
-// (memory.max on v2, memory.limit_in_bytes on v1), capped at the host's MemTotal.
-// source names the file the value came from ("<proc>/meminfo MemTotal" when no cgroup
-// limits the process).
+// (memory.max on v2, memory.limit_in_bytes on v1; see [Tree.SelfLimitingGroup]),
+// capped at the host's MemTotal. source names the file the value came from
+// ("<proc>/meminfo MemTotal" when no cgroup limits the process).
 func (t *Tree) SelfMemoryLimit() (bytes int64, source string, err error) {
 	memPath := filepath.Join(t.proc, "meminfo")
 	total, err := ReadProcSizes(memPath, "MemTotal:")
 	if err != nil {
 		return 0, "", fmt.Errorf("memory limit: %w", err)
 	}
-	bytes, source = total[0], memPath+" MemTotal"
-	g, err := t.Self()
+	l, err := t.SelfLimitingGroup()
 	if err != nil {
 		return 0, "", fmt.Errorf("memory limit: %w", err)
 	}
+	if l.Dir != "" && l.Limit < total[0] {
+		return l.Limit, l.File, nil
+	}
+	return total[0], memPath + " MemTotal", nil
+}
+
+// LimitingGroup is the group whose hard memory limit bounds a process: see
+// [Tree.SelfLimitingGroup].
+type LimitingGroup struct {
+	// Dir is the group's directory; "" when no group on the way up has a limit.
+	Dir string
+	// File is the limit file (Dir/memory.max or Dir/memory.limit_in_bytes).
+	File string
+	// Limit is the limit read from File, in bytes.
+	Limit int64
+	// V2 says whether Dir is a cgroup2 directory (for [ReadMemoryStat]).
+	V2 bool
+}
+
+// SelfLimitingGroup finds, among the calling process's memory cgroup and its
+// ancestors up to the mount root, the one with the smallest hard limit (on a v1 or
+// hybrid host in the v1 memory hierarchy, else on cgroup2). A group without a limit
+// file is passed over; any other read or parse error is returned.
+func (t *Tree) SelfLimitingGroup() (LimitingGroup, error) {
+	g, err := t.Self()
+	if err != nil {
+		return LimitingGroup{}, err
+	}
 	var dir, mount, file string
+	v2 := false
 	if d, ok := g.v1["memory"]; ok {
 		dir, mount, file = d, t.v1["memory"], "memory.limit_in_bytes"
 	} else if g.v2 != "" {
-		dir, mount, file = g.v2, t.v2, "memory.max"
+		dir, mount, file, v2 = g.v2, t.v2, "memory.max", true
 	}
+	var best LimitingGroup
 	for dir != "" {
 		p := filepath.Join(dir, file)
 		if v, limited, err := ReadLimit(p); err == nil {
-			if limited && v < bytes {
-				bytes, source = v, p
+			if limited && (best.Dir == "" || v < best.Limit) {
+				best = LimitingGroup{Dir: dir, File: p, Limit: v, V2: v2}
 			}
 		} else if !isNotExist(err) {
-			return 0, "", fmt.Errorf("memory limit: %w", err)
+			return LimitingGroup{}, err
 		}
 		if dir == mount || !strings.HasPrefix(dir, mount) {
 			break
 		}
 		dir = filepath.Dir(dir)
 	}
-	return bytes, source, nil
+	return best, nil
 }

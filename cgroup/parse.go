@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,23 +14,26 @@ type procCgroup struct {
 	path        string
 }
 
-// parseProcCgroup parses /proc/<pid>/cgroup: "hierarchy-ID:controller-list:path" per line.
-// The v2 line is "0::/path". Named v1 hierarchies ("name=systemd") are kept with their
-// name as the controller.
-func parseProcCgroup(text string) ([]procCgroup, error) {
+// parseProcCgroup parses /proc/<pid>/cgroup (file names it in errors):
+// "hierarchy-ID:controller-list:path" per line. The v2 line is "0::/path". Named v1
+// hierarchies ("name=systemd") are kept with their name as the controller. A
+// malformed line is a [*ParseError].
+func parseProcCgroup(file, text string) ([]procCgroup, error) {
 	var out []procCgroup
-	for _, line := range strings.Split(text, "\n") {
+	n := 0
+	for line := range strings.Lines(text) {
+		n++
 		line = strings.TrimSpace(line)
 		if line == "" {
 			continue
 		}
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
-			return nil, fmt.Errorf("line %q: want hierarchy:controllers:path", line)
+			return nil, &ParseError{File: file, Line: n, Text: line, Err: errors.New("want hierarchy:controllers:path")}
 		}
 		id, err := strconv.Atoi(parts[0])
-		if err != nil {
-			return nil, fmt.Errorf("line %q: hierarchy id: %w", line, err)
+		if err != nil || id < 0 {
+			return nil, &ParseError{File: file, Line: n, Text: line, Err: errors.New("hierarchy id: want a number")}
 		}
 		var ctls []string
 		if parts[1] != "" {

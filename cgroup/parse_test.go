@@ -1,7 +1,9 @@
 package cgroup
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -27,7 +29,7 @@ func TestParseCPUMax(t *testing.T) {
 }
 
 func TestParseProcCgroup(t *testing.T) {
-	got, err := parseProcCgroup("12:cpu,cpuacct:/a\n1:name=systemd:/\n0::/user.slice/x\n")
+	got, err := parseProcCgroup("cgroup", "12:cpu,cpuacct:/a\n1:name=systemd:/\n0::/user.slice/x\n")
 	want := []procCgroup{
 		{12, []string{"cpu", "cpuacct"}, "/a"},
 		{1, []string{"name=systemd"}, "/"},
@@ -37,13 +39,20 @@ func TestParseProcCgroup(t *testing.T) {
 		t.Fatalf("parseProcCgroup = %+v, %v", got, err)
 	}
 	// Paths may contain colons.
-	got, err = parseProcCgroup("0::/a:b\n")
+	got, err = parseProcCgroup("cgroup", "0::/a:b\n")
 	if err != nil || got[0].path != "/a:b" {
 		t.Errorf("colon path: %+v, %v", got, err)
 	}
-	for _, bad := range []string{"x::/\n", "0:/\n"} {
-		if _, err := parseProcCgroup(bad); err == nil {
-			t.Errorf("parseProcCgroup(%q) accepted", bad)
+	// A malformed line is a *ParseError naming the file and the line.
+	for bad, want := range map[string]string{
+		"x::/\n":         `/proc/7/cgroup line 1: "x::/": hierarchy id`,
+		"0::/a\n\n0:/\n": `/proc/7/cgroup line 3: "0:/": want hierarchy:controllers:path`,
+		"-1::/\n":        `/proc/7/cgroup line 1: "-1::/": hierarchy id`,
+	} {
+		_, err := parseProcCgroup("/proc/7/cgroup", bad)
+		var pe *ParseError
+		if !errors.As(err, &pe) || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("parseProcCgroup(%q) = %v, want a *ParseError starting %q", bad, err, want)
 		}
 	}
 }
@@ -79,7 +88,7 @@ func TestWeightShares(t *testing.T) {
 func FuzzParseProcCgroup(f *testing.F) {
 	f.Add("12:cpu,cpuacct:/a\n0::/x\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		lines, err := parseProcCgroup(s)
+		lines, err := parseProcCgroup("cgroup", s)
 		if err != nil {
 			return
 		}

@@ -141,3 +141,12 @@ func (r *Runtime) PauseStats() (pauses int, paused time.Duration) {
 
 // Paused reports whether the loader is paused now.
 func (r *Runtime) Paused() bool { return r.pc != nil && r.pc.Paused() }
+
+// PauseSummary is the summary line of n pauses below the floor that lasted d in
+// all, e.g. "paused 2× below the floor, 6.2s in all" (for [Runtime.PauseStats]).
+func PauseSummary(n int, d time.Duration) string {
+	if n == 0 {
+		return "never paused below the floor"
+	}
+	return fmt.Sprintf("paused %d× below the floor, %v in all", n, d.Round(100*time.Millisecond))
+}

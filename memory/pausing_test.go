@@ -247,3 +247,20 @@ func TestRuntimePauseConfig(t *testing.T) {
 		t.Errorf("ParseFloorPolicy(wait) = %v", err)
 	}
 }
+
+func TestPauseSummary(t *testing.T) {
+	tests := []struct {
+		n    int
+		d    time.Duration
+		want string
+	}{
+		{0, 0, "never paused below the floor"},
+		{1, 6104 * time.Millisecond, "paused 1× below the floor, 6.1s in all"},
+		{3, 95 * time.Second, "paused 3× below the floor, 1m35s in all"},
+	}
+	for _, tt := range tests {
+		if got := PauseSummary(tt.n, tt.d); got != tt.want {
+			t.Errorf("PauseSummary(%d, %v) = %q; want %q", tt.n, tt.d, got, tt.want)
+		}
+	}
+}

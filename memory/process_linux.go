@@ -3,7 +3,6 @@
 package memory
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -41,41 +40,18 @@ func PreferOOMVictim() (old int, err error) {
 // back). It returns the bytes of mappings locked. Without CAP_IPC_LOCK the
 // RLIMIT_MEMLOCK (often 8 MiB) may refuse it: the error says so.
 func LockProgramText() (int64, error) {
-	exe, err := os.Readlink("/proc/self/exe")
+	ranges, err := programMappings()
 	if err != nil {
 		return 0, fmt.Errorf("memory: lock program text: %w", err)
 	}
-	f, err := os.Open("/proc/self/maps")
-	if err != nil {
-		return 0, fmt.Errorf("memory: lock program text: %w", err)
-	}
-	defer f.Close()
 	var locked int64
 	var errs []error
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// 00400000-0045c000 r-xp 00000000 08:01 1234   /path/to/exe
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || strings.Join(fields[5:], " ") != exe || strings.Contains(fields[1], "w") {
+	for _, r := range ranges {
+		if _, _, e := unix.Syscall(unix.SYS_MLOCK2, r.Start, r.End-r.Start, unix.MLOCK_ONFAULT); e != 0 {
+			errs = append(errs, fmt.Errorf("mlock2 %#x-%#x %s: %w", r.Start, r.End, r.Perms, e))
 			continue
 		}
-		lo, hi, ok := strings.Cut(fields[0], "-")
-		if !ok {
-			continue
-		}
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || end <= start {
-			continue
-		}
-		if _, _, e := unix.Syscall(unix.SYS_MLOCK2, uintptr(start), uintptr(end-start), unix.MLOCK_ONFAULT); e != 0 {
-			errs = append(errs, fmt.Errorf("mlock2 %s %s: %w", fields[0], fields[1], e))
-			continue
-		}
-		locked += int64(end - start)
-	}
-	if err := sc.Err(); err != nil {
-		errs = append(errs, err)
+		locked += int64(r.End - r.Start)
 	}
 	if len(errs) > 0 {
 		return locked, fmt.Errorf("memory: lock program text: %w", errors.Join(errs...))

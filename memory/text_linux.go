@@ -6,40 +6,28 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 
+	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/kernfile"
 	"golang.org/x/sys/unix"
 )
 
 // programMappings returns this program's read-only file mappings (its code and
 // read-only data) from /proc/self/maps.
-func programMappings() ([][2]uintptr, error) {
+func programMappings() ([]kernfile.Mapping, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile("/proc/self/maps")
+	maps, err := kernfile.ReadMaps("/proc/self/maps")
 	if err != nil {
 		return nil, err
 	}
-	var out [][2]uintptr
-	for line := range strings.Lines(string(b)) {
-		// 00400000-0045c000 r-xp 00000000 08:01 1234   /path/to/exe
-		f := strings.Fields(line)
-		if len(f) < 6 || strings.Join(f[5:], " ") != exe || strings.Contains(f[1], "w") {
-			continue
+	var out []kernfile.Mapping
+	for _, m := range maps {
+		if m.Path == exe && !m.Writable() && m.End > m.Start {
+			out = append(out, m)
 		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			continue
-		}
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || end <= start {
-			continue
-		}
-		out = append(out, [2]uintptr{uintptr(start), uintptr(end)})
 	}
 	return out, nil
 }
@@ -60,15 +48,15 @@ func ReleaseProgramText() (int64, error) {
 	before := residentFile()
 	var errs []error
 	for _, r := range ranges {
-		n := r[1] - r[0]
-		if _, _, e := unix.Syscall(unix.SYS_MUNLOCK, r[0], n, 0); e != 0 {
-			errs = append(errs, fmt.Errorf("munlock %#x: %w", r[0], e))
+		n := r.End - r.Start
+		if _, _, e := unix.Syscall(unix.SYS_MUNLOCK, r.Start, n, 0); e != 0 {
+			errs = append(errs, fmt.Errorf("munlock %#x: %w", r.Start, e))
 		}
-		if _, _, e := unix.Syscall(unix.SYS_MADVISE, r[0], n, unix.MADV_PAGEOUT); e != 0 {
-			errs = append(errs, fmt.Errorf("madvise(MADV_PAGEOUT) %#x: %w", r[0], e))
+		if _, _, e := unix.Syscall(unix.SYS_MADVISE, r.Start, n, unix.MADV_PAGEOUT); e != 0 {
+			errs = append(errs, fmt.Errorf("madvise(MADV_PAGEOUT) %#x: %w", r.Start, e))
 		}
-		if _, _, e := unix.Syscall(unix.SYS_MLOCK2, r[0], n, unix.MLOCK_ONFAULT); e != 0 {
-			errs = append(errs, fmt.Errorf("mlock2 %#x: %w", r[0], e))
+		if _, _, e := unix.Syscall(unix.SYS_MLOCK2, r.Start, n, unix.MLOCK_ONFAULT); e != 0 {
+			errs = append(errs, fmt.Errorf("mlock2 %#x: %w", r.Start, e))
 		}
 	}
 	freed := max(0, before-residentFile())
@@ -78,20 +66,12 @@ func ReleaseProgramText() (int64, error) {
 	return freed, nil
 }
 
-// residentFile returns RssFile of /proc/self/status in bytes (0 if unreadable).
+// residentFile returns RssFile of /proc/self/status in bytes (0 if unreadable: it
+// only measures what ReleaseProgramText freed).
 func residentFile() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := cgroup.ReadProcSizes("/proc/self/status", "RssFile:")
 	if err != nil {
 		return 0
 	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "RssFile:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				v, _ := strconv.ParseInt(f[0], 10, 64)
-				return v << 10
-			}
-		}
-	}
-	return 0
+	return b[0]
 }

@@ -244,5 +244,11 @@ func beforeSink(in Stream, r *runState) (Stream, error) {
 			return Stream{}, err
 		}
 	}
+	if r.hooks.DeviceBatches != nil {
+		var err error
+		if in, err = deviceConsumer(in, r.hooks.DeviceBatches); err != nil {
+			return Stream{}, err
+		}
+	}
 	return in, nil
 }

@@ -64,7 +64,9 @@ type Resources struct {
 	Budget     int64   // byte budget in flight; 0: auto (a quarter of the cgroup memory limit)
 	Queue      int     // default edge queue size
 	Pressure   bool    // gate the source on memory pressure
-	Device     string  // "cpu"
+	// Device is where the device stages copy batches: auto, cuda, sim or cpu
+	// (see [Pipeline.Device] for what auto becomes).
+	Device string
 	// MemoryMode is the memory runtime's mode: elastic (the budget follows the
 	// cgroup's headroom, memory is given back under pressure) or fixed.
 	MemoryMode memory.Mode
@@ -131,7 +133,7 @@ var resourceParams = []Param{
 	BytesParam("cache_max", 0, 0, 1<<50, "bound of the sample cache; 0: half of the cgroup memory limit"),
 	EnumParam("below_floor", "pause", []string{"pause", "stop", "run"}, "elastic, when the cgroup leaves the loader less than its floor: pause (no reads until the memory is back; the consumer waits), stop (exit status 3, naming the memory left) or run (on at the floor)"),
 	DurationParam("pause_timeout", 10*time.Minute, 0, 24*time.Hour, "below_floor pause: a pause longer than this ends the run with exit status 3; 0: wait without end"),
-	EnumParam("device", "cpu", []string{"cpu"}, "where batches go; only cpu for now"),
+	EnumParam("device", "auto", []string{"auto", "cuda", "sim", "cpu"}, "the device the pin, h2d and mark_preemptible stages copy batches to: cuda (CUDA device 0 through the driver API; PSIFLOW_LIBCUDA names the library), sim (a simulated device: 8 GiB at 25 GB/s, bytes kept only with mark_preemptible's verify), cpu (none: batches stay on the host) or auto (cuda for a pipeline with those stages, which fails naming the missing driver when there is none; cpu without them)"),
 }
 
 // componentKeys are the keys of a source, stage or sink.

@@ -31,7 +31,7 @@ func ExampleParse_error() {
 	_, err := pipelines.Parse("bad.yaml", []byte("source: generate\nstages: [decode, colate]\nsink: discard\n"), pipelines.Options{})
 	fmt.Println(err)
 	// Output:
-	// bad.yaml:2:18: stage 2 (colate): unknown kind "colate" (did you mean "collate"?); stage kinds: "batch", "collate", "decode", "to_tensors"
+	// bad.yaml:2:18: stage 2 (colate): unknown kind "colate" (did you mean "collate"?); stage kinds: "batch", "collate", "decode", "h2d", "mark_preemptible", "pin", "to_tensors"
 	//   2 | stages: [decode, colate]
 	//     |                  ^
 }

@@ -94,8 +94,8 @@ func TestShippedFilesValidate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if p.Resource.Device != "cpu" || len(p.Stages) == 0 {
-			t.Fatalf("%s: device %q, %d stages", name, p.Resource.Device, len(p.Stages))
+		if p.Device() != "cpu" || len(p.Stages) == 0 {
+			t.Fatalf("%s: device %q (%s), %d stages", name, p.Resource.Device, p.Device(), len(p.Stages))
 		}
 	}
 }

@@ -57,7 +57,7 @@ var defaultExtensions = []string{".jpg", ".jpeg", ".JPEG", ".png"}
 // holds), for isolated registries that add kinds of their own.
 func RegisterBuiltins(r *Registry) error {
 	var errs []error
-	for _, t := range []*ElemType{SampleType, ImageType, ImagesType, BatchType, TableType, TensorsType} {
+	for _, t := range []*ElemType{SampleType, ImageType, ImagesType, BatchType, TableType, TensorsType, StagedType, DeviceBatchType} {
 		errs = append(errs, r.RegisterType(t))
 	}
 	shard := []Param{
@@ -169,7 +169,7 @@ func RegisterBuiltins(r *Registry) error {
 			},
 			Build: buildToTensors,
 		},
-	}, sinkKinds()...) {
+	}, append(deviceKinds(), sinkKinds()...)...) {
 		errs = append(errs, r.Register(k))
 	}
 	return errors.Join(errs...)

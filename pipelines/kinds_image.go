@@ -44,6 +44,11 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		b.Info("JPEG decoder: Go standard library (%v)", why)
 	} else {
 		b.Info("JPEG decoder: %s", dec.Backend())
+		if lib, why := dec.CropDecoding(); why != nil {
+			b.Info("crop-aware decoding off, random resized crops decode whole JPEGs (%v)", why)
+		} else {
+			b.Info("crop-aware decoding: %s", lib)
+		}
 	}
 	labelOf := func(*source.Sample) int64 { return -1 }
 	keyLabel := func(string) int64 { return -1 } // a cached sample's label, from its key

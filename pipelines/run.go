@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/gpu/h2d"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines/progress"
@@ -29,6 +30,12 @@ type Hooks struct {
 	// failed on is not delivered to the sink nor counted. The graph releases the
 	// batch after the sink: copy what must outlive the call.
 	Batches func(ctx context.Context, b *tensor.Batch) error
+	// DeviceBatches, when set, receives every batch on the device before the
+	// pipeline's sink, as Batches does for a pipeline that ends on the host (the
+	// pipeline must end in device_batch: pin → h2d → mark_preemptible). The
+	// batch's copy is complete after mark_preemptible; the graph releases it
+	// (its device buffer goes back to the pool) after the sink.
+	DeviceBatches func(ctx context.Context, b *h2d.DeviceBatch) error
 	// Options are added to every graph (flow.WithRegistry, for example); the
 	// budget and the gate come from the memory runtime.
 	Options []flow.Option
@@ -89,6 +96,9 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (sum progress.Summary, e
 	}
 	if hooks.Batches != nil && p.Sink.Kind.In != AnyType && p.Sink.Kind.In != BatchType.Name {
 		return progress.Summary{}, fmt.Errorf("pipeline %s: Hooks.Batches needs a pipeline that ends in batches, not %s", p.Name, p.Sink.Kind.In)
+	}
+	if hooks.DeviceBatches != nil && p.Sink.Kind.In != AnyType && p.Sink.Kind.In != DeviceBatchType.Name {
+		return progress.Summary{}, fmt.Errorf("pipeline %s: Hooks.DeviceBatches needs a pipeline that ends in device_batch, not %s", p.Name, p.Sink.Kind.In)
 	}
 	r := &runState{ctx: ctx, hooks: hooks, limit: p.Limit, kept: map[string]any{}, infoSeen: map[string]bool{}, plans: map[int]source.Share{}}
 	defer func() {

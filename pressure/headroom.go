@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -241,27 +240,11 @@ func (h *Headroom) Run(ctx context.Context, apply func(HeadroomReport), onErr fu
 // found once; each call reads that group's limit and memory.stat and proc's
 // self/status. proc is the /proc mount ("/proc" unless testing).
 func CgroupMemory(tree *cgroup.Tree, proc string) (func() (MemorySample, error), error) {
-	g, err := tree.Self()
+	lim, err := tree.SelfLimitingGroup()
 	if err != nil {
 		return nil, fmt.Errorf("headroom: %w", err)
 	}
-	var dir, mount, limitFile string
-	v2 := false
-	if d, err := g.V1Dir("memory"); err == nil {
-		dir, mount, limitFile = d, tree.V1Root("memory"), "memory.limit_in_bytes"
-	} else if g.V2Dir() != "" {
-		dir, mount, limitFile, v2 = g.V2Dir(), tree.V2Root(), "memory.max", true
-	}
-	best, bestLimit := "", int64(math.MaxInt64)
-	for dir != "" {
-		if v, limited, err := cgroup.ReadLimit(filepath.Join(dir, limitFile)); err == nil && limited && v < bestLimit {
-			best, bestLimit = dir, v
-		}
-		if dir == mount || !strings.HasPrefix(dir, mount) {
-			break
-		}
-		dir = filepath.Dir(dir)
-	}
+	best, v2 := lim.Dir, lim.V2
 	status := filepath.Join(proc, "self", "status")
 	meminfo := filepath.Join(proc, "meminfo")
 	return func() (MemorySample, error) {
@@ -278,7 +261,7 @@ func CgroupMemory(tree *cgroup.Tree, proc string) (func() (MemorySample, error),
 			s.Limit, s.Source, s.Unreclaimable = total, meminfo+" MemTotal", total-avail
 			return s, nil
 		}
-		p := filepath.Join(best, limitFile)
+		p := lim.File
 		v, limited, err := cgroup.ReadLimit(p)
 		if err != nil {
 			return s, err

@@ -5,6 +5,8 @@ package pressure
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -198,11 +200,16 @@ func TestSelfPaths(t *testing.T) {
 	if err != nil {
 		t.Skipf("no cgroup v2: %v", err)
 	}
-	if !strings.HasPrefix(dir, "/") {
-		t.Fatalf("SelfCgroupV2Dir = %q", dir)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() || !filepath.IsAbs(dir) {
+		t.Fatalf("SelfCgroupV2Dir = %q: not a directory (%v)", dir, err)
 	}
-	if got := unescapeMountinfo(`/a\040b\134c`); got != `/a b\c` {
-		t.Fatalf("unescape = %q", got)
+	if !fileExists(filepath.Join(dir, "cgroup.procs")) {
+		t.Fatalf("SelfCgroupV2Dir = %q has no cgroup.procs", dir)
+	}
+	if v1, err := SelfMemoryV1Dir(); err == nil {
+		if !fileExists(filepath.Join(v1, "memory.limit_in_bytes")) {
+			t.Fatalf("SelfMemoryV1Dir = %q has no memory.limit_in_bytes", v1)
+		}
 	}
 }
 
@@ -240,4 +247,9 @@ func TestUserNSHelperReportsErrors(t *testing.T) {
 	if _, err := openTriggerInUserNS(ctx, missing, Trigger{Stall: 50 * time.Millisecond, Window: MinWindow}); err == nil {
 		t.Fatal("helper succeeded with a cancelled context")
 	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

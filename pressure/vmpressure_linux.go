@@ -12,57 +12,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/psiflow/psiflow/cgroup"
 	"golang.org/x/sys/unix"
 )
 
 // SelfMemoryV1Dir returns the calling process's cgroup directory in the v1 memory
-// hierarchy, from /proc/self/cgroup and /proc/self/mountinfo. It fails on a pure
-// cgroup v2 host.
+// hierarchy ([cgroup.Self]'s [cgroup.Group.V1Dir]). It fails on a pure cgroup v2
+// host.
 func SelfMemoryV1Dir() (string, error) {
-	data, err := os.ReadFile("/proc/self/cgroup")
+	g, err := cgroup.Self()
 	if err != nil {
-		return "", fmt.Errorf("read /proc/self/cgroup: %w", err)
+		return "", err
 	}
-	rel, found := "", false
-	for line := range strings.Lines(string(data)) {
-		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if c == "memory" {
-				rel, found = parts[2], true
-			}
-		}
-	}
-	if !found {
-		return "", errors.New("no cgroup v1 memory controller in /proc/self/cgroup (pure cgroup v2 host?)")
-	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "", fmt.Errorf("read /proc/self/mountinfo: %w", err)
-	}
-	for line := range strings.Lines(string(mi)) {
-		pre, post, ok := strings.Cut(strings.TrimSpace(line), " - ")
-		if !ok {
-			continue
-		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 3 || qf[0] != "cgroup" {
-			continue
-		}
-		for _, o := range strings.Split(qf[2], ",") {
-			if o == "memory" {
-				root := unescapeMountinfo(pf[3])
-				r := rel
-				if root != "/" {
-					r = strings.TrimPrefix(rel, root)
-				}
-				return filepath.Join(unescapeMountinfo(pf[4]), r), nil
-			}
-		}
-	}
-	return "", errors.New("no cgroup v1 memory mount in /proc/self/mountinfo")
+	return g.V1Dir("memory")
 }
 
 // OpenVMPressure listens to cgroup v1 memory pressure levels: for each level an

@@ -75,8 +75,8 @@ type contender struct {
 
 // goContender decodes with a processor of its own, resuming where its last
 // round stopped.
-func goContender(name string, b decode.Backend, tr decode.Transform, blobs [][]byte, keys []string) (contender, func(), error) {
-	d, err := decode.NewDecoder(decode.Options{Backend: b})
+func goContender(name string, o decode.Options, tr decode.Transform, blobs [][]byte, keys []string) (contender, func(), error) {
+	d, err := decode.NewDecoder(o)
 	if err != nil {
 		return contender{}, nil, err
 	}
@@ -169,8 +169,8 @@ func run(dir string, rounds int, seconds float64, limit int, transform string, p
 			c()
 		}
 	}()
-	add := func(name string, b decode.Backend, tr decode.Transform) error {
-		c, done, err := goContender(name, b, tr, blobs, files)
+	add := func(name string, b decode.Backend, tr decode.Transform, noCrop ...bool) error {
+		c, done, err := goContender(name, decode.Options{Backend: b, NoCropDecoding: len(noCrop) > 0 && noCrop[0]}, tr, blobs, files)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -190,6 +190,12 @@ func run(dir string, rounds int, seconds float64, limit int, transform string, p
 		}
 		if err := add("psiflow reduced", decode.BackendTurbo, tr); err != nil {
 			return err
+		}
+		if transform == "train" {
+			// crop decoding (the default) against decoding every JPEG whole
+			if err := add("psiflow reduced, whole", decode.BackendTurbo, tr, true); err != nil {
+				return err
+			}
 		}
 	}
 	if stdlib {
@@ -230,6 +236,14 @@ func run(dir string, rounds int, seconds float64, limit int, transform string, p
 		}
 		slices.Sort(ratios)
 		fmt.Printf("\nreduced / exact per CPU-second, per round: median %.2f× [%.2f–%.2f]\n", ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+		if transform == "train" {
+			ratios = ratios[:0]
+			for r := range res[1] {
+				ratios = append(ratios, res[1][r].cpu/res[2][r].cpu)
+			}
+			slices.Sort(ratios)
+			fmt.Printf("crop decoding / whole decode (both reduced) per CPU-second, per round: median %.2f× [%.2f–%.2f]\n", ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+		}
 		return accuracy(tr, exact, blobs, files)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/internal/metrics"
 	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/reexec"
@@ -119,6 +120,16 @@ func runWith(ctx context.Context, c command, em *protocol.Emitter, set *metrics.
 			fmt.Fprintf(os.Stderr, "psiflow-imagefolder: %s: skipped: %v\n", node, err)
 		},
 		Runtime: func(r *memory.Runtime) { rt = r },
+		// Each pause and resume: a line on stderr and an event for the harness.
+		OnPause: func(ev pause.Event) {
+			fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", ev.Message())
+			switch ev.Kind {
+			case pause.Paused:
+				_ = em.Emit(protocol.Event{Event: protocol.Pause})
+			case pause.Resumed:
+				_ = em.Emit(protocol.Event{Event: protocol.Resume})
+			}
+		},
 	}
 	if set != nil {
 		hooks.Options = append(hooks.Options, flow.WithRegistry(set.Registry))
@@ -127,6 +138,9 @@ func runWith(ctx context.Context, c command, em *protocol.Emitter, set *metrics.
 	_, err := pipelines.Run(ctx, c.p, hooks)
 	if rt != nil {
 		fmt.Fprintf(os.Stderr, "psiflow-imagefolder: memory %s, pressure gate %v; shed actions run: %s\n", rt.Mode(), c.p.Resource.Pressure, shedLine(rt))
+		if n, d := rt.PauseStats(); n > 0 {
+			fmt.Fprintf(os.Stderr, "psiflow-imagefolder: %s\n", memory.PauseSummary(n, d))
+		}
 	}
 	return err
 }

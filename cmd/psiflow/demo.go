@@ -211,6 +211,9 @@ func printRuntimeReport(w io.Writer, rt *memory.Runtime) {
 		fmt.Fprintf(w, " %s %.0f", a, runs[a])
 	}
 	fmt.Fprintln(w)
+	if n, d := rt.PauseStats(); n > 0 {
+		fmt.Fprintf(w, "Memory: %s\n", memory.PauseSummary(n, d))
+	}
 }
 
 // printEpochs prints one line per epoch: its rate and, with a cache, its hit rate.

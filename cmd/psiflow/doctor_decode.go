@@ -26,5 +26,9 @@ func probeJPEG(ctx context.Context) (bool, string) {
 	if r := d.FallbackReason(); r != nil {
 		return false, fmt.Sprintf("standard library image/jpeg (≈3× slower): %v", r)
 	}
-	return true, d.Library()
+	if lib, why := d.CropDecoding(); why != nil {
+		return true, d.Library() + "; crop-aware decoding off (random resized crops decode whole JPEGs): " + why.Error()
+	} else {
+		return true, d.Library() + "; crop-aware decoding: " + lib
+	}
 }

@@ -44,7 +44,7 @@ func probeCUDA(ctx context.Context) (bool, string) {
 	d, err := cuda.Open(cuda.DefaultConfig(0))
 	if err != nil {
 		if errors.Is(err, gpu.ErrNoDriver) {
-			return false, err.Error() + "; copies to a GPU need device: cuda (use device: sim to simulate one)"
+			return false, err.Error() + "; pipelines with pin/h2d stages fail under resources.device auto or cuda (device: sim simulates one)"
 		}
 		return false, err.Error()
 	}

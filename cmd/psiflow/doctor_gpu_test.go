@@ -15,8 +15,9 @@ import (
 func TestDoctorGPURows(t *testing.T) {
 	t.Setenv(cuda.EnvLibrary, "/nonexistent/libcuda.so.1")
 	rows, _ := doctorRows(t)
-	if r := rows["CUDA driver"]; r[0] != "no" || !strings.Contains(r[1], "gpu: no driver") || !strings.Contains(r[1], "/nonexistent/libcuda.so.1") {
-		t.Errorf("CUDA driver row without a driver = %v, want no with the ErrNoDriver text", r)
+	if r := rows["CUDA driver"]; r[0] != "no" || !strings.Contains(r[1], "gpu: no driver") || !strings.Contains(r[1], "/nonexistent/libcuda.so.1") ||
+		!strings.Contains(r[1], "resources.device auto or cuda (device: sim simulates one)") {
+		t.Errorf("CUDA driver row without a driver = %v, want no with the ErrNoDriver text and what pipelines do", r)
 	}
 	if r := rows["NVML"]; r[0] == "no" && r[1] == "" {
 		t.Errorf("NVML row %v: no without a reason", r)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/internal/kernfile"
 )
 
 // Capability bits (linux/capability.h).
@@ -27,20 +27,11 @@ const (
 // hasCap reports whether the calling process has capability bit in its effective set
 // (CapEff in /proc/self/status).
 func hasCap(bit uint) (bool, error) {
-	b, err := os.ReadFile("/proc/self/status")
+	m, err := kernfile.ReadCapEff("/proc/self/status")
 	if err != nil {
 		return false, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				return false, fmt.Errorf("CapEff %q: %w", v, err)
-			}
-			return m&(1<<bit) != 0, nil
-		}
-	}
-	return false, errors.New("no CapEff line in /proc/self/status")
+	return m&(1<<bit) != 0, nil
 }
 
 func probePSI(ctx context.Context) (bool, string) {

@@ -43,6 +43,19 @@ func TestValidateCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	toDevice := filepath.Join(dir, "to-device.yaml")
+	if err := os.WriteFile(toDevice, []byte("source: generate\nstages: [decode, batch, pin, h2d, mark_preemptible]\nsink: discard\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ set, want string }{
+		{"resources.device=sim", "valid: generate → decode → batch → pin → h2d → mark_preemptible → discard, device sim (simulated)"},
+		{"resources.device=auto", "valid: generate → decode → batch → pin → h2d → mark_preemptible → discard, device cuda"},
+	} {
+		out.Reset()
+		if code := dispatch(context.Background(), &out, &errOut, []string{"validate", "-set", tc.set, toDevice}); code != 0 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("validate -set %s: exit %d, output %q, want %q", tc.set, code, out.String(), tc.want)
+		}
+	}
 	out.Reset()
 	errOut.Reset()
 	code := dispatch(context.Background(), &out, &errOut, []string{"validate", bad})

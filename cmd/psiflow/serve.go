@@ -120,8 +120,10 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Writer) error {
 	// The memory runtime (elastic by default, with the gate) comes with the
 	// pipeline; the batches go to the consumer before the file's sink.
+	var rt *memory.Runtime
 	hooks := pipelines.Hooks{
 		Process: c.process, Option: c.option,
+		Runtime: func(r *memory.Runtime) { rt = r },
 		Batches: t.Consume,
 		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
 		Skipped: func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow serve: %s: skipped: %v\n", node, err) },
@@ -144,6 +146,11 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 	sum, err := pipelines.Run(ctx, c.p, hooks)
 	if sec := sum.Elapsed.Seconds(); sec > 0 {
 		fmt.Fprintf(stdout, "psiflow serve: %d samples in %d batches, %.1f s, %.0f samples/s\n", sum.Items, sum.Batches, sec, float64(sum.Items)/sec)
+	}
+	if rt != nil {
+		if n, d := rt.PauseStats(); n > 0 {
+			fmt.Fprintf(stdout, "psiflow serve: %s\n", memory.PauseSummary(n, d))
+		}
 	}
 	return err
 }

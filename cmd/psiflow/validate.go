@@ -111,5 +111,12 @@ func describePipeline(p *pipelines.Pipeline) string {
 	if p.Epochs > 1 {
 		epochs = fmt.Sprintf(", %d epochs", p.Epochs)
 	}
-	return strings.Join(parts, " → ") + epochs
+	device := ""
+	if d := p.Device(); d != "cpu" {
+		device = ", device " + d
+		if d == "sim" {
+			device += " (simulated)"
+		}
+	}
+	return strings.Join(parts, " → ") + epochs + device
 }

@@ -52,3 +52,41 @@ func Example() {
 	// copies 3 in use 0 registered once per slot at most: true
 	// <nil>
 }
+
+// Verify, before MarkPreemptible, reads every batch back from the device and
+// compares it with its staging slot (the simulated device keeps its bytes
+// unless Config.Discard).
+func ExampleVerify() {
+	dev, _ := sim.Open(sim.Config{})
+	defer dev.Close()
+	u, _ := uma.New(uma.Config{})
+	defer u.Close()
+	ring, err := h2d.NewRing(h2d.Config{UMA: u, Device: dev, SlotBytes: 4 * 16, Slots: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	samples := make([]*tensor.Sample, 8)
+	for i := range samples {
+		s := &tensor.Sample{Key: fmt.Sprint(i)}
+		b := s.Tensor.ReuseU8(16)
+		s.Tensor.SetShape(16)
+		for j := range b {
+			b[j] = byte(i*16 + j)
+		}
+		samples[i] = s
+	}
+	g := flow.New("verified")
+	batches := flow.Batch(flow.FromSlice(g, "samples", samples), "batch", 4, 0)
+	copied := flow.Via(flow.Via(batches, h2d.Pin("pin", ring)), h2d.H2D("h2d", ring))
+	checked := flow.Via(flow.Via(copied, h2d.Verify("verify")), h2d.MarkPreemptible("mark-preemptible"))
+	flow.Sink(checked, "train", func(ctx context.Context, b *h2d.DeviceBatch) error {
+		fmt.Println("batch from", b.Keys[0], "equal on the device")
+		return nil
+	})
+	fmt.Println(g.Run(context.Background()), ring.Close())
+	// Output:
+	// batch from 0 equal on the device
+	// batch from 4 equal on the device
+	// <nil> <nil>
+}

@@ -88,7 +88,8 @@ func (l *Lazy) Close() error {
 
 // Pin is [Pin] on the lazily made ring: the first batch makes it.
 func (l *Lazy) Pin(name string) stage.Stage[[]*tensor.Sample, *Staged] {
-	return pin(name, func(_ context.Context, sampleBytes int64) (*Ring, error) { return l.Ring(sampleBytes) })
+	sized := fmt.Sprintf("%d samples of the first batch's size: every sample must have one size, such as a decode's crop", l.samples)
+	return pin(name, sized, func(_ context.Context, sampleBytes int64) (*Ring, error) { return l.Ring(sampleBytes) })
 }
 
 // H2D is [H2D] on the lazily made ring (made by the batches Pin staged).

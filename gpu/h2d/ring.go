@@ -141,7 +141,7 @@ func NewRing(cfg Config) (*Ring, error) {
 	}
 	if cfg.Slots <= 0 {
 		if cfg.Budget < 2*slot {
-			return nil, fmt.Errorf("gpu staging ring: the budget of %d bytes holds fewer than two staging slots of %d bytes (a batch); raise the budget or shrink the batch", cfg.Budget, slot)
+			return nil, fmt.Errorf("gpu staging ring %q: the budget of %d bytes holds fewer than two staging slots of %d bytes (a batch); raise the budget or shrink the batch", cfg.Name, cfg.Budget, slot)
 		}
 		cfg.Slots = int(min(cfg.Budget/slot, 1<<16))
 	}
@@ -259,7 +259,9 @@ type Slot struct {
 	tx   *uma.Transfer
 	ev   gpu.Event
 	done atomic.Bool // the copy is known complete: later waits make no driver call
-	once sync.Once
+	// finished is set once the slot went back to the ring (Finish or Release).
+	finished atomic.Bool
+	once     sync.Once
 }
 
 // Acquire takes a free slot, waiting while every slot holds a batch, until
@@ -464,6 +466,7 @@ func (s *Slot) Release() {
 }
 
 func (r *Ring) finish(s *Slot, copied bool) error {
+	s.finished.Store(true)
 	if s.tx != nil {
 		s.tx.Done(copied)
 	}

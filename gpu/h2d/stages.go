@@ -44,11 +44,12 @@ func (s *Staged) Release() { s.slot.Release() }
 // samples must have the same type and shape, and the batch must fit in a
 // slot; otherwise the error names the sample or the sizes.
 func Pin(name string, r *Ring) stage.Stage[[]*tensor.Sample, *Staged] {
-	return pin(name, func(context.Context, int64) (*Ring, error) { return r, nil })
+	return pin(name, "the ring's Config.SlotBytes", func(context.Context, int64) (*Ring, error) { return r, nil })
 }
 
-// pin is Pin on the ring ringFor returns for samples of a size.
-func pin(name string, ringFor func(ctx context.Context, sampleBytes int64) (*Ring, error)) stage.Stage[[]*tensor.Sample, *Staged] {
+// pin is Pin on the ring ringFor returns for samples of a size; sized says
+// what sized the ring's slots (for the error of a batch too large).
+func pin(name, sized string, ringFor func(ctx context.Context, sampleBytes int64) (*Ring, error)) stage.Stage[[]*tensor.Sample, *Staged] {
 	return stage.Apply(name, 1, true, func(ctx context.Context, ss []*tensor.Sample) (*Staged, error) {
 		if len(ss) == 0 {
 			return nil, fmt.Errorf("pin %q: an empty batch", name)
@@ -61,8 +62,8 @@ func pin(name string, ringFor func(ctx context.Context, sampleBytes int64) (*Rin
 			return nil, fmt.Errorf("pin %q: %w", name, err)
 		}
 		if n > r.SlotBytes() {
-			return nil, fmt.Errorf("pin %q: a batch of %d × %v %v is %d bytes, more than a staging slot of %d (the ring's Config.SlotBytes)",
-				name, len(ss), first.Shape, first.DType, n, r.SlotBytes())
+			return nil, fmt.Errorf("pin %q: a batch of %d × %v %v is %d bytes, more than a staging slot of %d (%s)",
+				name, len(ss), first.Shape, first.DType, n, r.SlotBytes(), sized)
 		}
 		slot, err := r.Acquire(ctx)
 		if err != nil {
@@ -188,4 +189,43 @@ func MarkPreemptible(name string) stage.Stage[*DeviceBatch, *DeviceBatch] {
 		}
 		return b, nil
 	})
+}
+
+// Verify returns a stage that checks each batch on the device against its
+// staging slot: it waits for the copy, copies the batch back to the host and
+// compares it with the bytes staged; a difference is an error naming the
+// batch's first key and the first offset that differs. Put it before
+// [MarkPreemptible], which gives the slot back (a batch whose slot came back
+// is refused). It costs a synchronous copy back per batch: it is for checks,
+// not training. The device must keep what is copied to it (gpu/sim without
+// Discard).
+func Verify(name string) stage.Stage[*DeviceBatch, *DeviceBatch] {
+	var back []byte // one worker: one scratch buffer, grown to the largest batch
+	return stage.Apply(name, 1, true, func(ctx context.Context, b *DeviceBatch) (*DeviceBatch, error) {
+		if b.staged.slot.finished.Load() {
+			return nil, fmt.Errorf("verify %q: the batch starting at %s has given its staging slot back already (verify before mark-preemptible)", name, firstKey(b.Keys))
+		}
+		if int64(cap(back)) < b.Bytes {
+			back = make([]byte, b.Bytes)
+		}
+		back = back[:b.Bytes]
+		if err := b.CopyToHost(ctx, back); err != nil {
+			return nil, fmt.Errorf("verify %q: the batch starting at %s: %w", name, firstKey(b.Keys), err)
+		}
+		want := b.staged.Bytes()
+		for i := range want {
+			if back[i] != want[i] {
+				return nil, fmt.Errorf("verify %q: the batch starting at %s differs on the device from its staging slot at byte %d of %d (device %#x, staged %#x)",
+					name, firstKey(b.Keys), i, len(want), back[i], want[i])
+			}
+		}
+		return b, nil
+	})
+}
+
+func firstKey(keys []string) string {
+	if len(keys) == 0 {
+		return "(no key)"
+	}
+	return keys[0]
 }

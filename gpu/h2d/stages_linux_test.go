@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/gpu"
+	"github.com/psiflow/psiflow/gpu/sim"
 	"github.com/psiflow/psiflow/tensor"
 )
 
@@ -208,5 +210,80 @@ func TestPinRefusesBadBatches(t *testing.T) {
 				t.Fatalf("a refused batch kept its slot: %+v", st)
 			}
 		})
+	}
+}
+
+// TestVerify: the verify stage passes batches whose device bytes equal their
+// staging slot's, and names the batch and the offset when they differ, when
+// the slot went back already, and when the device keeps no bytes.
+func TestVerify(t *testing.T) {
+	discard := device{name: "sim-discard", open: func(t testing.TB) gpu.Device {
+		d, err := sim.Open(sim.Config{Discard: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		return d
+	}}
+	for _, dv := range append(devices(t), discard) {
+		for _, tc := range []struct {
+			how  string
+			want string // "" when every batch passes
+		}{
+			{"equal", ""},
+			{"corrupted", "differs on the device from its staging slot at byte 100 of"},
+			{"after mark", "has given its staging slot back already"},
+		} {
+			if dv.name == "sim-discard" && tc.how != "equal" {
+				continue
+			}
+			t.Run(dv.name+"/"+tc.how, func(t *testing.T) {
+				d := dv.open(t)
+				u := newUMA(t)
+				r, err := NewRing(Config{UMA: u, Device: d, SlotBytes: 8 * 3 * 8 * 8 * 4, Slots: 3})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var pool tensor.SamplePool
+				g := flow.New("verify", flow.WithBudget(1<<20))
+				copied := flow.Via(flow.Via(flow.Batch(samples(g, 50, &pool), "batch", 8, 0), Pin("pin", r)), H2D("h2d", r))
+				switch tc.how {
+				case "corrupted":
+					k := 0
+					copied = flow.Tap(copied, "corrupt", func(b *DeviceBatch) {
+						if k++; k == 3 {
+							_ = b.Ready(context.Background())
+							b.staged.Bytes()[100]++ // the slot no longer holds what was copied
+						}
+					})
+				case "after mark":
+					copied = flow.Via(copied, MarkPreemptible("mark-first"))
+				}
+				checked := flow.Via(copied, Verify("verify"))
+				if tc.how != "after mark" {
+					checked = flow.Via(checked, MarkPreemptible("mark"))
+				}
+				n := 0
+				flow.Sink(checked, "train", func(context.Context, *DeviceBatch) error { n++; return nil })
+				err = g.Run(context.Background())
+				switch {
+				case dv.name == "sim-discard":
+					if err == nil || !strings.Contains(err.Error(), `verify "verify": the batch starting at 0`) {
+						t.Fatalf("Run on a device that keeps no bytes = %v, want verify's error", err)
+					}
+				case tc.want == "":
+					if err != nil || n != 7 {
+						t.Fatalf("Run = %v after %d batches, want 7 verified", err, n)
+					}
+				default:
+					if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `verify "verify": the batch starting at`) {
+						t.Fatalf("Run = %v, want %q", err, tc.want)
+					}
+				}
+				if err := r.Close(); err != nil {
+					t.Fatalf("ring Close: %v", err)
+				}
+			})
+		}
 	}
 }

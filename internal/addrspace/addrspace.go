@@ -3,12 +3,10 @@ package addrspace
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 
 	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/internal/kernfile"
 )
 
 // Unlimited is the limit reported when RLIMIT_AS is infinite (or the platform has
@@ -123,30 +121,11 @@ func Current() (Status, error) {
 
 // mapped returns VmSize from a /proc/<pid>/status file, in bytes.
 func mapped(path string) (int64, error) {
-	b, err := os.ReadFile(path)
+	b, err := kernfile.ReadSizes(path, "VmSize:")
 	if err != nil {
 		return 0, err
 	}
-	return parseVmSize(string(b), path)
-}
-
-func parseVmSize(text, path string) (int64, error) {
-	for _, line := range strings.Split(text, "\n") {
-		rest, ok := strings.CutPrefix(line, "VmSize:")
-		if !ok {
-			continue
-		}
-		num, ok := strings.CutSuffix(strings.TrimSpace(rest), " kB")
-		if !ok {
-			return 0, fmt.Errorf("%s: VmSize %q: want \"<n> kB\"", path, strings.TrimSpace(rest))
-		}
-		kb, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-		if err != nil || kb < 0 {
-			return 0, fmt.Errorf("%s: VmSize %q: want a number of kB", path, strings.TrimSpace(rest))
-		}
-		return kb << 10, nil
-	}
-	return 0, fmt.Errorf("%s: no VmSize line", path)
+	return b[0], nil
 }
 
 // size formats bytes for messages ([bytesize.Human]).

@@ -3,11 +3,13 @@ package addrspace
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func TestParseVmSize(t *testing.T) {
+func TestMapped(t *testing.T) {
 	tests := []struct {
 		text string
 		want int64
@@ -15,16 +17,19 @@ func TestParseVmSize(t *testing.T) {
 	}{
 		{"Name:\tpsiflow\nVmPeak:\t 2000 kB\nVmSize:\t 1409944 kB\nVmLck:\t 0 kB\n", 1409944 << 10, ""},
 		{"VmSize:\t0 kB\n", 0, ""},
-		{"Name:\tx\n", 0, "no VmSize line"},
-		{"VmSize:\t12 MB\n", 0, `want "<n> kB"`},
-		{"VmSize:\t-3 kB\n", 0, "want a number of kB"},
-		{"VmSize:\tlots kB\n", 0, "want a number of kB"},
+		{"Name:\tx\n", 0, "status: no VmSize: line"},
+		{"Name:\tx\nVmSize:\t12 MB\n", 0, `status line 2: "VmSize:\t12 MB": want "VmSize: N kB"`},
+		{"VmSize:\t-3 kB\n", 0, `status line 1: "VmSize:\t-3 kB": want a number of kB`},
 	}
 	for _, tc := range tests {
-		got, err := parseVmSize(tc.text, "/proc/self/status")
+		path := filepath.Join(t.TempDir(), "status")
+		if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := mapped(path)
 		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "/proc/self/status") {
-				t.Errorf("%q: error %v, want one naming the file and %q", tc.text, err, tc.err)
+			if err == nil || !strings.HasSuffix(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), path) {
+				t.Errorf("%q: error %v, want one naming the file and ending %q", tc.text, err, tc.err)
 			}
 			continue
 		}

@@ -199,6 +199,9 @@ func (f *Flags) Pipeline() (*pipelines.Pipeline, error) {
 		return nil, err
 	}
 	f.shard = sh
+	if f.IsSet("pause-timeout") && f.Value("below-floor") != "pause" {
+		return nil, fmt.Errorf("-pause-timeout needs -below-floor pause, not %s", f.Value("below-floor"))
+	}
 	over := append(f.Overrides(), fmt.Sprintf("read.rank=%d", sh.Rank), fmt.Sprintf("read.world_size=%d", sh.WorldSize))
 	p, err := Spec(over)
 	if err != nil {

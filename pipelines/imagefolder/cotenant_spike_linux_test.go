@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +35,8 @@ const (
 	spikeStepEnv = "PSIFLOW_SPIKE_STEP"
 	// spikeEpochsEnv is the spike loader's number of epochs.
 	spikeEpochsEnv = "PSIFLOW_SPIKE_EPOCHS"
+	// spikePauseTimeoutEnv, when set, is the spike loader's pause timeout.
+	spikePauseTimeoutEnv = "PSIFLOW_SPIKE_PAUSE_TIMEOUT"
 )
 
 func init() {
@@ -43,11 +47,14 @@ func init() {
 }
 
 // spikeLoader runs the pipeline as psiflow-imagefolder does (the launcher's
-// process actions, the default below-floor policy) and speaks the harness's
-// protocol: keyed batches, epoch ends, pauses and resumes.
+// process actions, the default below-floor policy) in file order, and speaks the
+// harness's protocol: keyed batches, epoch ends, pauses and resumes. A key that
+// does not come after the one before it in its epoch ends the run with an error
+// (the folder's one class, named by index, is read in name order).
 func spikeLoader() error {
 	c := DefaultConfig(os.Getenv(folderEnv))
 	c.BatchSize = 32
+	c.Ordered = true
 	c.Process = memory.LauncherProcess()
 	var err error
 	if c.Epochs, err = strconv.Atoi(os.Getenv(spikeEpochsEnv)); err != nil {
@@ -57,11 +64,27 @@ func spikeLoader() error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", spikeStepEnv, err)
 	}
+	if v := os.Getenv(spikePauseTimeoutEnv); v != "" {
+		if c.PauseTimeout, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("%s: %w", spikePauseTimeoutEnv, err)
+		}
+	}
 	em := protocol.NewEmitter(os.Stdout)
 	ctx, cancel := context.WithTimeout(context.Background(), helperLifetime)
 	defer cancel()
+	var mu sync.Mutex
+	last := "" // the epoch's last key so far
 	_, err = Run(ctx, c, Hooks{
 		Consume: func(ctx context.Context, b *tensor.Batch) error {
+			mu.Lock()
+			for _, k := range b.Keys {
+				if k <= last {
+					mu.Unlock()
+					return fmt.Errorf("order: key %q delivered after %q", k, last)
+				}
+				last = k
+			}
+			mu.Unlock()
 			if err := em.BatchKeys(b.Keys); err != nil {
 				return err
 			}
@@ -72,7 +95,12 @@ func spikeLoader() error {
 			}
 			return nil
 		},
-		OnEpoch: func(n int, _ progress.Epoch) { _ = em.EndEpoch(n + 1) },
+		OnEpoch: func(n int, _ progress.Epoch) {
+			mu.Lock()
+			last = ""
+			mu.Unlock()
+			_ = em.EndEpoch(n + 1)
+		},
 		OnPause: func(ev pause.Event) {
 			switch ev.Kind {
 			case pause.Paused:
@@ -85,6 +113,7 @@ func spikeLoader() error {
 	})
 	_ = em.Done(err)
 	if errors.Is(err, memory.ErrBelowFloor) {
+		fmt.Fprintln(os.Stderr, "loader:", err) // as the front-ends say it
 		os.Exit(protocol.ExitBelowFloor)
 	}
 	return err
@@ -93,8 +122,9 @@ func spikeLoader() error {
 // TestCotenantSpikePausesLoader: 256 MiB, a co-tenant spike to 90% for 5 s, then
 // 40% until the loader ends. Asserted, from the harness's result: the loader
 // paused at least once and finished (so it resumed), every sample of every epoch
-// arrived exactly once, the co-tenant held its peak, fell and survived, and the
-// cgroup counted no OOM kill. Not asserted: time.
+// arrived exactly once and in file order (the loader ends with an error on a key
+// out of order), the co-tenant held its peak, fell and survived, and the cgroup
+// counted no OOM kill. Not asserted: time.
 func TestCotenantSpikePausesLoader(t *testing.T) {
 	skipUnlessRealCotenant(t)
 	if os.Geteuid() != 0 {
@@ -102,35 +132,7 @@ func TestCotenantSpikePausesLoader(t *testing.T) {
 	}
 	const limit = 256 << 20
 	const files, epochs = 240, 3
-	dir := filepath.Join(t.TempDir(), "class0")
-	if _, err := synth.JPEGFiles(dir, files, synth.Image{Width: 640, Height: 480, Noise: 24}, 9); err != nil {
-		t.Fatal(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := harness.Run(context.Background(), harness.Loader{
-		Name: "loader",
-		Argv: []string{exe, "-test.run=^$"},
-		// 24 batches of 32 at 250 ms a step: the loader is still running when the
-		// co-tenant reaches its peak, 2 s after the start, however fast the machine.
-		Env: []string{helperEnv + "=spike-loader", folderEnv + "=" + filepath.Dir(dir), spikeStepEnv + "=250ms", spikeEpochsEnv + "=" + strconv.Itoa(epochs)},
-	}, harness.Options{
-		MemoryLimit: limit, Timeout: 4 * time.Minute, Timeline: true,
-		GroupPrefix: "imagefoldertest-spike",
-		CoTenant: &harness.CoTenant{
-			Argv: []string{exe, "-test.run=^$"}, Env: []string{helperEnv + "=spike-cotenant"},
-			Bytes: limit * 90 / 100, Share: 0.9, Ramp: 2 * time.Second,
-			Hold: 5 * time.Second, After: limit * 40 / 100, AfterShare: 0.4,
-		},
-	})
-	if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, os.ErrPermission) {
-		t.Skipf("the host refuses the harness's cgroup: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runSpike(t, limit, files, epochs, 5*time.Second, "")
 	t.Logf("outcome %s in %v, %d pauses (%v), keys %+v, OOM kills %d, co-tenant %+v\nloader stderr:\n%s",
 		res.Outcome, res.Wall, res.Pauses, res.Paused, res.Keys, res.OOMKills, res.CoTenant, res.StderrTail)
 	c := res.CoTenant
@@ -149,4 +151,73 @@ func TestCotenantSpikePausesLoader(t *testing.T) {
 	if ok, known := res.Keys.ExactlyOnce(); !ok || !known || res.Keys.Delivered != files*epochs || res.Keys.Complete != epochs {
 		t.Fatalf("keys %+v: want %d samples, every one of %d epochs exactly once", res.Keys, files*epochs, epochs)
 	}
+}
+
+// TestCotenantPauseTimeoutStops: the same co-tenant holds 90% of 256 MiB for a
+// minute while the loader's pause timeout is 2 s. Asserted: the loader paused,
+// then stopped on its own with exit status 3 and the message naming the pause
+// and the memory left; no OOM kill, the co-tenant survived.
+func TestCotenantPauseTimeoutStops(t *testing.T) {
+	skipUnlessRealCotenant(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the harness's cgroups need root")
+	}
+	const limit = 256 << 20
+	res := runSpike(t, limit, 240, 3, time.Minute, "2s")
+	t.Logf("outcome %s (%s) in %v, exit %d, %d pauses (%v), OOM kills %d, co-tenant %+v\nloader stderr:\n%s",
+		res.Outcome, res.Detail, res.Wall, res.ExitCode, res.Pauses, res.Paused, res.OOMKills, res.CoTenant, res.StderrTail)
+	if res.OOMKills != 0 {
+		t.Fatalf("%d OOM kills in the group (the loader's %d, the co-tenant's %d)", res.OOMKills, res.LoaderOOMKills, res.CoTenantOOMKills)
+	}
+	if res.Outcome != harness.Stopped || res.ExitCode != protocol.ExitBelowFloor {
+		t.Fatalf("loader %s, exit status %d (%s): want it stopped below its floor, exit status %d", res.Outcome, res.ExitCode, res.Detail, protocol.ExitBelowFloor)
+	}
+	if res.Pauses < 1 {
+		t.Fatalf("the loader stopped without pausing first")
+	}
+	for _, want := range []string{"stopped after a pause of", "longer than the pause timeout of 2s", "the cgroup (", "below its floor of"} {
+		if !strings.Contains(res.StderrTail, want) {
+			t.Errorf("the loader's stderr does not say %q", want)
+		}
+	}
+	if c := res.CoTenant; c == nil || c.Held == 0 || c.Fate != harness.CoSurvived {
+		t.Fatalf("co-tenant %+v: want it to reach its peak and survive", c)
+	}
+}
+
+// runSpike runs the spike loader over files JPEGs for epochs epochs beside a
+// co-tenant that rises to 90% of limit in 2 s, holds it for hold and falls to 40%,
+// with the given pause timeout ("": the default), through the harness.
+func runSpike(t *testing.T, limit int64, files, epochs int, hold time.Duration, pauseTimeout string) harness.Result {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "class0")
+	if _, err := synth.JPEGFiles(dir, files, synth.Image{Width: 640, Height: 480, Noise: 24}, 9); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := harness.Run(context.Background(), harness.Loader{
+		Name: "loader",
+		Argv: []string{exe, "-test.run=^$"},
+		// 24 batches of 32 at 250 ms a step: the loader is still running when the
+		// co-tenant reaches its peak, 2 s after the start, however fast the machine.
+		Env: []string{helperEnv + "=spike-loader", folderEnv + "=" + filepath.Dir(dir), spikeStepEnv + "=250ms", spikeEpochsEnv + "=" + strconv.Itoa(epochs), spikePauseTimeoutEnv + "=" + pauseTimeout},
+	}, harness.Options{
+		MemoryLimit: limit, Timeout: 4 * time.Minute, Timeline: true,
+		GroupPrefix: "imagefoldertest-spike",
+		CoTenant: &harness.CoTenant{
+			Argv: []string{exe, "-test.run=^$"}, Env: []string{helperEnv + "=spike-cotenant"},
+			Bytes: limit * 90 / 100, Share: 0.9, Ramp: 2 * time.Second,
+			Hold: hold, After: limit * 40 / 100, AfterShare: 0.4,
+		},
+	})
+	if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, os.ErrPermission) {
+		t.Skipf("the host refuses the harness's cgroup: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +16,6 @@ import (
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/pressure"
 	"github.com/psiflow/psiflow/source"
-	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/source/umabuf"
 	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/stage/decode"
@@ -357,194 +352,11 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 		})
 	}
 
-	var mu sync.Mutex
-	start := time.Now()
-	var current *flow.Graph
-	stop := progress.Report(hooks.Interval, hooks.Progress, func() progress.Snapshot {
-		mu.Lock()
-		snap := progress.Snapshot{Items: sum.Items, Bytes: sum.Bytes, Elapsed: time.Since(start)}
-		g := current
-		mu.Unlock()
-		snap.Observe(g)
-		return snap
-	})
+	r := &runner{cfg: cfg, hooks: hooks, files: files, dec: dec, labelOf: labelOf, bufs: bufs,
+		graphOpts: graphOpts, workers: workers, cache: cache, start: time.Now()}
+	stop := progress.Report(hooks.Interval, hooks.Progress, r.snapshot)
 	defer stop()
-	defer func() { sum.Elapsed = time.Since(start) }() // sum is the named result: set after the return value
-
-	var epochNow int64 // the running epoch's number, set before its graph starts
-	get := func(h *memory.Held[*source.Sample]) decode.Encoded {
-		s := h.V
-		e := decode.Encoded{Key: s.Key, Label: labelOf(s.Key), Index: s.Index, Epoch: epochNow}
-		if len(s.Fields) > 0 {
-			e.Data = s.Fields[0].Data
-		}
-		mu.Lock()
-		sum.Bytes += int64(len(e.Data))
-		mu.Unlock()
-		return e
-	}
-	skipped := hooks.Skipped
-	if skipped == nil {
-		skipped = func(key string, err error) {
-			if strings.Contains(err.Error(), key) {
-				fmt.Fprintf(os.Stderr, "psiflow: skipped a bad sample: %v\n", err)
-			} else {
-				fmt.Fprintf(os.Stderr, "psiflow: skipped bad sample %s: %v\n", key, err)
-			}
-		}
-	}
-	if cache != nil && cache.mode == CacheEncoded {
-		inner := get
-		get = func(h *memory.Held[*source.Sample]) decode.Encoded {
-			e := inner(h)
-			if !fromCache(h.V) {
-				_ = cache.putEncoded(e.Key, e.Data)
-			}
-			return e
-		}
-	}
-	consume := func(ctx context.Context, b *tensor.Batch) error {
-		mu.Lock()
-		sum.Items += int64(len(b.Keys))
-		sum.Batches++
-		done := cfg.Limit > 0 && sum.Items >= cfg.Limit
-		mu.Unlock()
-		if hooks.Consume != nil {
-			if err := hooks.Consume(ctx, b); err != nil {
-				return err
-			}
-		}
-		if done {
-			return errLimit
-		}
-		return nil
-	}
-	// pass runs one graph over one epoch's files, or over paths when not nil (the
-	// entries the kernel reclaimed during the first pass); with a cache, hits are
-	// served from it. It returns the cache entries found reclaimed.
-	pass := func(epoch int, paths []string) (late []string, lookups int64, err error) {
-		mu.Lock()
-		itemsBefore := sum.Items
-		mu.Unlock()
-		g := flow.New("imagefolder", append(slices.Clone(graphOpts), hooks.Options...)...)
-		// Decoded bytes are reserved from the graph's budget before decoding.
-		epochNow = int64(cfg.StartEpoch + epoch)
-		tr := decode.Transform{Resize: cfg.Resize, CenterCrop: cfg.Crop, Layout: tensor.CHW}
-		if cfg.Transform != nil {
-			tr = *cfg.Transform
-		}
-		st, err := decode.NewStage("decode", dec, decode.StageConfig{
-			Workers: cfg.Workers, Ordered: cfg.Ordered, Observer: hooks.Decodes,
-			Transform: tr,
-			Budget:    g.Budget(), Skip: cfg.skipPolicy(skipped),
-		}, get)
-		if err != nil {
-			return nil, 0, err
-		}
-		// narrow admits a file to decoding only while a decode slot is free: the
-		// memory runtime narrows decoding under pressure.
-		narrow := func(in flow.Stream[*source.Sample]) flow.Stream[*tensor.Sample] {
-			return flow.Via(flow.Via(in, memory.Narrow[*source.Sample]("narrow", workers), flow.QueueSize(1)), st)
-		}
-		opts := source.Options{Epoch: cfg.StartEpoch + epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Rank: cfg.Rank, WorldSize: cfg.WorldSize, DropLast: cfg.DropLast, Workers: cfg.Readers, Buffers: bufs, Reader: source.ReaderOptions{DropCache: cfg.DropCache, Direct: cfg.Direct, Observer: hooks.Reads}}
-		var start int64 // the first epoch resumes at StartAt
-		if epoch == 0 && cfg.StartAt > 0 {
-			start = cfg.StartAt
-			opts.Resume = &source.Position{Epoch: opts.Epoch, Seed: cfg.Seed, Shuffle: cfg.Shuffle, Consumed: start}
-		}
-		if hooks.Plan != nil && paths == nil {
-			sh, err := source.NewShare(files.Len(), opts, start)
-			if err != nil {
-				return nil, 0, err
-			}
-			if err := hooks.Plan(opts.Epoch, sh); err != nil {
-				return nil, 0, err
-			}
-		}
-		var decoded flow.Stream[*tensor.Sample]
-		var lateMu sync.Mutex
-		switch {
-		case cache == nil:
-			decoded = narrow(flowsrc.Files(g, "read", files, opts))
-		default:
-			if paths == nil {
-				if paths, err = files.Order(opts); err != nil {
-					return nil, 0, err
-				}
-				lookups = int64(len(paths))
-			}
-			hits, misses := cache.split(paths)
-			// The order and sharding are already in paths: read them as they are.
-			opts.Epoch, opts.Rank, opts.WorldSize, opts.Shuffle, opts.ShuffleBuffer, opts.Resume = 0, 0, 1, false, 0, nil
-			read := flowsrc.Files(g, "read", source.NewFiles(misses), opts)
-			switch {
-			case cache.mode == CacheEncoded && len(hits) > 0:
-				cached := hitSource(g, cache, hits, 0, &late, &lateMu, encodedHit)
-				decoded = narrow(flow.Merge([]flow.Stream[*source.Sample]{read, cached}, "merge"))
-			case cache.mode == CacheEncoded:
-				decoded = narrow(read)
-			case len(hits) > 0:
-				sampleBytes := int64(3 * cfg.Crop * cfg.Crop)
-				cached := hitSource(g, cache, hits, sampleBytes, &late, &lateMu, cache.decodedHit(cfg.Crop))
-				decoded = flow.Merge([]flow.Stream[*tensor.Sample]{tapPut(cache, narrow(read)), cached}, "merge")
-			default:
-				decoded = tapPut(cache, narrow(read))
-			}
-		}
-		batches := flow.Via(decoded, stage.Batch[*tensor.Sample]("batch", cfg.BatchSize, 0), flow.QueueSize(1))
-		collated := flow.Via(batches, tensor.Collate("collate"), flow.QueueSize(1))
-		flow.Sink(collated, "consume", consume)
-		mu.Lock()
-		current = g
-		mu.Unlock()
-		err = g.Run(ctx)
-		mu.Lock()
-		sum.Stages = g.Stats()
-		sum.Peak = max(sum.Peak, g.Budget().MaxInUse())
-		var skippedNow int64
-		for _, s := range sum.Stages {
-			skippedNow += s.Skipped
-		}
-		sum.Skipped += skippedNow
-		delivered := sum.Items
-		mu.Unlock()
-		if err == nil && skippedNow > 0 && delivered == itemsBefore {
-			// skipping is for a few bad files, not for a dataset that cannot be read
-			err = fmt.Errorf("imagefolder: epoch %d: every one of the %d samples was skipped as bad (see the skipped lines)", epoch, skippedNow)
-		}
-		return late, lookups, err
-	}
-	for epoch := range cfg.Epochs {
-		epochStart := time.Now()
-		mu.Lock()
-		itemsBefore := sum.Items
-		mu.Unlock()
-		var hitsBefore int64
-		if cache != nil {
-			hitsBefore = cache.c.Stats().Hits
-		}
-		late, lookups, err := pass(epoch, nil)
-		for err == nil && len(late) > 0 {
-			hooks.info("epoch %d: %d cached samples were reclaimed by the kernel; reading them again", epoch+1, len(late))
-			late, _, err = pass(epoch, late)
-		}
-		ep := progress.Epoch{Elapsed: time.Since(epochStart), CacheLookups: lookups}
-		if cache != nil {
-			ep.CacheHits = cache.c.Stats().Hits - hitsBefore
-		}
-		mu.Lock()
-		ep.Items = sum.Items - itemsBefore
-		sum.Epochs = append(sum.Epochs, ep)
-		mu.Unlock()
-		if hooks.OnEpoch != nil && (err == nil || errors.Is(err, errLimit)) {
-			hooks.OnEpoch(epoch, ep)
-		}
-		if errors.Is(err, errLimit) {
-			return sum, nil
-		}
-		if err != nil {
-			return sum, err
-		}
-	}
-	return sum, nil
+	defer func() { sum.Elapsed = time.Since(r.start) }() // sum is the named result: set after the return value
+	err = r.epochs(ctx)
+	return r.sum, err // no graph is running: nothing writes r.sum any more
 }

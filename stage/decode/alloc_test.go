@@ -12,13 +12,15 @@ import (
 // of a size, decoding more through TurboJPEG allocates nothing (no
 // per-image allocations in steady state). Under the race detector
 // sync.Pool.Put drops one call block in four on purpose, and purego takes one
-// from its pool per C call (two per image), so ≈ 0.5 allocations per image
-// remain there; testing.AllocsPerRun rounds down and 1 is the bound. The
+// from its pool per C call, so about a quarter of an allocation per C call
+// remains there: two calls per image for a whole decode (bound 1), eight
+// for a random resized crop decoded in part (libjpeg's calls: bound 3;
+// without the race detector the bound is 0 for both). The
 // reflection-based purego wrappers used before made 13 per image.
 func TestSteadyStateAllocs(t *testing.T) {
-	limit := 0.0
+	limit, partLimit := 0.0, 0.0
 	if raceEnabled {
-		limit = 1
+		limit, partLimit = 1, 3
 	}
 	gray := image.NewGray(image.Rect(0, 0, 300, 200))
 	for i := range gray.Pix {
@@ -93,8 +95,12 @@ func TestSteadyStateAllocs(t *testing.T) {
 			if runErr != nil {
 				t.Fatal(runErr)
 			}
-			if got > limit {
-				t.Errorf("%v allocations per image in steady state, want ≤ %v", got, limit)
+			lim := limit
+			if c.tr != nil && c.tr.RandomResizedCrop.Size > 0 {
+				lim = partLimit
+			}
+			if got > lim {
+				t.Errorf("%v allocations per image in steady state, want ≤ %v", got, lim)
 			}
 		})
 	}

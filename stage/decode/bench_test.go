@@ -194,7 +194,9 @@ func BenchmarkTransform(b *testing.B) {
 // core: decode + Resize(256) + CenterCrop(224) + CHW uint8 (the validation
 // transform), and on a 1024×768 image also RandomResizedCrop(224) + flip
 // (the training transform), each with reduced-size decoding (the default)
-// and Exact. "limit-images/s" is the per-CPU-second rate times the CPUs.
+// and Exact, and the training transform with every image decoded whole
+// (Options.NoCropDecoding) against the default, which decodes only the
+// box's part. "limit-images/s" is the per-CPU-second rate times the CPUs.
 func BenchmarkProcess(b *testing.B) {
 	data := benchJPEG()
 	large := encodeJPEG(b, synthRGB(1024, 768, 2, 24), 85)
@@ -216,6 +218,10 @@ func BenchmarkProcess(b *testing.B) {
 		{"turbojpeg/1024x768/val-exact", Options{Backend: BackendTurbo}, exact, large},
 		{"turbojpeg/1024x768/train", Options{Backend: BackendTurbo}, train, large},
 		{"turbojpeg/1024x768/train-exact", Options{Backend: BackendTurbo}, trainExact, large},
+		// crop decoding (the default) against decoding every image whole
+		{"turbojpeg/1024x768/train-whole", Options{Backend: BackendTurbo, NoCropDecoding: true}, train, large},
+		{"turbojpeg/500x375/train", Options{Backend: BackendTurbo}, train, data},
+		{"turbojpeg/500x375/train-whole", Options{Backend: BackendTurbo, NoCropDecoding: true}, train, data},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			d, err := NewDecoder(c.opts)

@@ -66,6 +66,12 @@ type Options struct {
 	// set it (a flag, a pipeline file's key), for the [*LimitError] message;
 	// "" names Options.MaxPixels.
 	MaxPixelsOption string
+	// NoCropDecoding decodes every JPEG whole. By default a [Processor]
+	// whose transform is a RandomResizedCrop decodes only the rows and
+	// columns of a baseline JPEG that the drawn box needs (libjpeg's
+	// partial decoding, [turbojpeg.RegionDecoder]); the output is the same
+	// bytes either way.
+	NoCropDecoding bool
 }
 
 // limitErr names the option that raises the limit in the *LimitError err
@@ -97,6 +103,8 @@ type Decoder struct {
 	opts     Options
 	lib      *turbojpeg.Lib
 	fallback error
+	region   *turbojpeg.RegionLib      // nil: every JPEG is decoded whole
+	noRegion error                     // why region is nil
 	factors  []turbojpeg.ScalingFactor // ≤ 1/2, smallest first
 
 	mu     sync.Mutex
@@ -107,7 +115,16 @@ type Decoder struct {
 // jpegWorker is a pooled TurboJPEG handle with its scratch buffer.
 type jpegWorker struct {
 	d    *turbojpeg.Decompressor
+	r    *turbojpeg.RegionDecoder // made on first use
 	cmyk []byte
+}
+
+func (w *jpegWorker) close() error {
+	err := w.d.Close()
+	if w.r != nil {
+		err = errors.Join(err, w.r.Close())
+	}
+	return err
 }
 
 // NewDecoder returns a decoder. It fails only when opts.Backend is
@@ -117,6 +134,7 @@ func NewDecoder(opts Options) (*Decoder, error) {
 	switch opts.Backend {
 	case BackendStd:
 		d.fallback = errors.New("standard library selected by configuration")
+		d.noRegion = d.fallback
 	case BackendAuto, BackendTurbo:
 		lib, err := turbojpeg.Default()
 		if err != nil {
@@ -124,9 +142,15 @@ func NewDecoder(opts Options) (*Decoder, error) {
 				return nil, fmt.Errorf("decode: %w", err)
 			}
 			d.fallback = err
+			d.noRegion = err
 			break
 		}
 		d.lib = lib
+		if opts.NoCropDecoding {
+			d.noRegion = errors.New("turned off by Options.NoCropDecoding")
+		} else if d.region, err = turbojpeg.DefaultRegion(); err != nil {
+			d.noRegion = err
+		}
 		for _, f := range lib.ScalingFactors() {
 			// 1/2, 1/4 and 1/8 only: libjpeg-turbo's other reduced IDCTs
 			// (3/8, 5/8…7/8) have no SIMD code and decode no faster than
@@ -171,6 +195,16 @@ func (d *Decoder) Library() string {
 // TurboJPEG does.
 func (d *Decoder) FallbackReason() error { return d.fallback }
 
+// CropDecoding describes the library that decodes only a random resized
+// crop's box ("" when none), and err says why every JPEG is decoded whole
+// instead (nil when crop decoding is on).
+func (d *Decoder) CropDecoding() (lib string, err error) {
+	if d.region == nil {
+		return "", d.noRegion
+	}
+	return d.region.Describe(), nil
+}
+
 // Close destroys the pooled TurboJPEG handles. Handles in use are destroyed
 // when returned. Decoding after Close is an error.
 func (d *Decoder) Close() error {
@@ -179,7 +213,7 @@ func (d *Decoder) Close() error {
 	d.closed = true
 	var errs []error
 	for _, w := range d.free {
-		errs = append(errs, w.d.Close())
+		errs = append(errs, w.close())
 	}
 	d.free = nil
 	return errors.Join(errs...)
@@ -212,7 +246,7 @@ func (d *Decoder) put(w *jpegWorker) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		_ = w.d.Close()
+		_ = w.close()
 		return
 	}
 	d.free = append(d.free, w)
@@ -442,6 +476,51 @@ func (d *Decoder) decodeTurbo(dst *Image, data []byte, f turbojpeg.ScalingFactor
 	default:
 		return w.d.Decompress(data, hdr, f, turbojpeg.PixelRGB, flags, dst.Pix)
 	}
+}
+
+// decodeRegion decodes, at scale f, the part of the JPEG in data (header
+// info, read by inspect) that holds rect of the scaled image into dst, and
+// returns where dst lies in the scaled image; ok is false, with nothing
+// done, when the image cannot be decoded in part (no region library, a
+// progressive or CMYK JPEG, a layout TurboJPEG refuses): the caller decodes
+// it whole. The pixels of rect are those of the whole decode.
+func (d *Decoder) decodeRegion(dst *Image, data []byte, name string, info Info, f turbojpeg.ScalingFactor, rect turbojpeg.Region) (turbojpeg.Region, bool, error) {
+	if d.region == nil || info.Format != "jpeg" || info.Progressive || (info.Components != 1 && info.Components != 3) {
+		return turbojpeg.Region{}, false, nil
+	}
+	w, err := d.get()
+	if err != nil {
+		return turbojpeg.Region{}, false, &Error{Name: name, Format: info.Format, Err: err}
+	}
+	defer d.put(w)
+	// the same header check as a whole decode: a layout TurboJPEG refuses
+	// goes the whole decode's way (its standard-library fallback)
+	hdr, err := w.d.Header(data)
+	if err != nil || hdr.Width != info.Width || hdr.Height != info.Height {
+		return turbojpeg.Region{}, false, nil
+	}
+	switch hdr.Colorspace {
+	case turbojpeg.ColorspaceYCbCr, turbojpeg.ColorspaceGray, turbojpeg.ColorspaceRGB:
+	default:
+		return turbojpeg.Region{}, false, nil
+	}
+	if w.r == nil {
+		if w.r, err = d.region.NewRegionDecoder(); err != nil {
+			return turbojpeg.Region{}, false, &Error{Name: name, Format: info.Format, Err: err}
+		}
+	}
+	var flags turbojpeg.Flags
+	if d.opts.FastDCT {
+		flags |= turbojpeg.FlagFastDCT
+	}
+	reg, pix, err := w.r.DecodeRegion(data, f, turbojpeg.PixelRGB, flags, rect, dst.Pix[:cap(dst.Pix)])
+	if err != nil {
+		return turbojpeg.Region{}, false, &Error{Name: name, Format: info.Format, Err: err}
+	}
+	dst.Pix = pix
+	dst.W, dst.H, dst.C = reg.W, reg.H, 3
+	dst.SrcW, dst.SrcH = hdr.Width, hdr.Height
+	return reg, true, nil
 }
 
 // cmykToRGB converts packed CMYK to RGB the way Pillow does (Convert.c

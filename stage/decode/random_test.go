@@ -225,10 +225,10 @@ func TestResizedCropAgainstTorchvision(t *testing.T) {
 		{"reduced", false, 1.5, 35},
 	}
 	type crop struct {
-		mode   int
-		what   string
-		got    *Image
-		scaled bool
+		mode         int
+		what         string
+		got          *Image
+		scaled, part bool
 	}
 	var lines strings.Builder
 	var crops []crop
@@ -250,14 +250,17 @@ func TestResizedCropAgainstTorchvision(t *testing.T) {
 				b := p.g.box
 				fmt.Fprintf(&lines, "%s %d %d %d %d\n", path, b[1], b[0], b[3], b[2])
 				crops = append(crops, crop{mi, fmt.Sprintf("%s box %v", filepath.Base(path), b),
-					&Image{Pix: slices.Clone(m.Pix), W: m.W, H: m.H, C: m.C}, p.g.f != one})
+					&Image{Pix: slices.Clone(m.Pix), W: m.W, H: m.H, C: m.C}, p.g.f != one, p.g.part})
 			}
 		}
 	}
 	dir := t.TempDir()
 	ref, refErr := runReference(t, dir, lines.String(), len(crops), refScript(t, "torchvision_rrc.py"), "crop", dir, "224")
-	nScaled := make([]int, len(modes))
+	nScaled, nPart := make([]int, len(modes)), make([]int, len(modes))
 	for i, c := range crops {
+		if c.part {
+			nPart[c.mode]++
+		}
 		mode := modes[c.mode]
 		if ref[i] == nil {
 			t.Fatalf("torchvision failed on %s: %s", c.what, refErr[i])
@@ -275,7 +278,10 @@ func TestResizedCropAgainstTorchvision(t *testing.T) {
 		}
 	}
 	for mi, c := range modes {
-		t.Logf("%s: %d crops decoded at reduced size", c.name, nScaled[mi])
+		t.Logf("%s: %d crops decoded at reduced size, %d of %d in part (the box only)", c.name, nScaled[mi], nPart[mi], len(crops)/len(modes))
+		if _, err := d.CropDecoding(); err == nil && nPart[mi] == 0 {
+			t.Errorf("%s: crop decoding is on, yet no crop was decoded in part", c.name)
+		}
 		if c.exact && nScaled[mi] != 0 || !c.exact && nScaled[mi] == 0 {
 			t.Errorf("%s: %d crops decoded at reduced size", c.name, nScaled[mi])
 		}

@@ -187,6 +187,7 @@ type geometry struct {
 	cropX, cropY     int // its position when random
 	flip             bool
 	box              [4]int // the random resized crop's box (x, y, w, h) in the original
+	part             bool   // only the box's part of the JPEG was decoded
 	resultW, resultH int    // of the transformed image
 }
 
@@ -344,11 +345,28 @@ func (p *Processor) Image(e Encoded) (*Image, error) {
 		return nil, err
 	}
 	g := &p.g
-	if err := p.dec.decodeAt(&p.a, e.Data, e.Key, info, g.f); err != nil {
-		return nil, err
-	}
 	cur, spare := &p.a, &p.b
-	if g.f != one && (cur.W != g.f.Scale(info.Width) || cur.H != g.f.Scale(info.Height)) {
+	decoded := false
+	if p.tr.RandomResizedCrop.Size > 0 {
+		// only the box's rows and columns (the resize's taps stop at the
+		// box's edges): the same bytes as the whole decode
+		reg, ok, err := p.dec.decodeRegion(cur, e.Data, e.Key, info, g.f,
+			turbojpeg.Region{X: g.reg.x, Y: g.reg.y, W: g.reg.w, H: g.reg.h})
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			g.reg.x -= reg.X
+			g.reg.y -= reg.Y
+			decoded, g.part = true, true
+		}
+	}
+	if !decoded {
+		if err := p.dec.decodeAt(cur, e.Data, e.Key, info, g.f); err != nil {
+			return nil, err
+		}
+	}
+	if !decoded && g.f != one && (cur.W != g.f.Scale(info.Width) || cur.H != g.f.Scale(info.Height)) {
 		// the standard library's fallback for a layout TurboJPEG refuses
 		// decodes at full size
 		g.f = one

@@ -3,7 +3,6 @@
 package turbojpeg
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/psiflow/psiflow/internal/kernfile"
 )
 
 // EnvPath names the environment variable that overrides the library to load:
@@ -161,16 +162,13 @@ func bind(h uintptr, name string) (*Lib, error) {
 // mappedFile returns the path of the first file mapped into this process whose
 // name contains substr (Linux /proc/self/maps), or "" if unknown.
 func mappedFile(substr string) string {
-	f, err := os.Open("/proc/self/maps")
+	maps, err := kernfile.ReadMaps("/proc/self/maps")
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 6 && strings.Contains(fields[5], substr) {
-			return fields[5]
+	for _, m := range maps {
+		if strings.Contains(m.Path, substr) {
+			return m.Path
 		}
 	}
 	return ""
