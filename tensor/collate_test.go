@@ -174,4 +174,3 @@ func BenchmarkCollate(b *testing.B) {
 		})
 	}
 }
-
