@@ -64,7 +64,7 @@ func TestDemoOverGeneratedFolder(t *testing.T) {
 	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-data", dir, "-batch", "16", "-epochs", "2"}); code != 0 {
 		t.Fatalf("demo: exit %d: %s", code, out.String())
 	}
-	for _, want := range []string{"80 samples in 6 batches", "reader: ", "read", "decode", "collate"} {
+	for _, want := range []string{"80 samples in 6 batches", "reader ", "read", "decode", "collate"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
