@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pressure"
 )
 
@@ -160,4 +161,69 @@ func (r *Runtime) belowFloorLocked(rep pressure.HeadroomReport) error {
 		return nil
 	}
 	return &BelowFloorError{Report: rep, Floor: r.cfg.Floor}
+}
+
+// LimitBelowFloorError refuses to start a loader whose cgroup memory limit
+// cannot hold its floor and the margin a pause needs to end
+// ([pause.MinHysteresis]) even with nothing else in the cgroup: under
+// [PauseBelowFloor] it would pause at once and never resume (or resume on a
+// margin too thin to run in, and meet the OOM killer), under [StopBelowFloor]
+// stop at its first sample. It names the limit, the reserve, the floor and the
+// smallest limit that holds them.
+type LimitBelowFloorError struct {
+	// Sample is the cgroup's memory sample at start.
+	Sample pressure.MemorySample
+	// Reserve is what the headroom keeps free, Floor the loader's floor and
+	// Margin the room above it that a pause needs to end.
+	Reserve, Floor, Margin int64
+	// Need is the smallest limit that holds Floor + Margin after the reserve.
+	Need int64
+}
+
+func (e *LimitBelowFloorError) Error() string {
+	return fmt.Sprintf("the memory limit of %s (%s) is too small for this loader: less the reserve of %s it leaves %s even with nothing else in the cgroup, less than the loader's floor of %s (a batch of encoded files, decode scratch per worker, two batches of output) and the %s above it that a pause needs to end; it would never read a sample. Raise the limit to at least %s, or lower the floor (a smaller batch size, fewer decode workers, a smaller output size)",
+		bytesize.Human(e.Sample.Limit), e.Sample.Source, bytesize.Human(e.Reserve), bytesize.Human(e.Sample.Limit-e.Reserve),
+		bytesize.Human(e.Floor), bytesize.Human(e.Margin), bytesize.Human(e.Need))
+}
+
+// Is makes errors.Is(err, ErrBelowFloor) true.
+func (e *LimitBelowFloorError) Is(target error) bool { return target == ErrBelowFloor }
+
+// LimitFor is the smallest memory limit that leaves floor and the margin a
+// pause needs to end ([pause.MinHysteresis]) after the headroom's reserve
+// (reserve, or 0 for its default of max(8 MiB, limit/16)), with nothing else
+// in the cgroup: below it [New] refuses an Elastic start with a
+// [*LimitBelowFloorError].
+func LimitFor(floor, reserve int64) int64 {
+	need := floor + pause.MinHysteresis
+	if reserve > 0 {
+		return need + reserve
+	}
+	return max(need+8<<20, (need*16+14)/15)
+}
+
+// checkLimit refuses an Elastic start under a memory limit that cannot hold
+// the floor and a pause's margin ([LimitBelowFloorError]); [RunAtFloor] runs on
+// and leaves it to the kernel. It samples with a headroom of its own, so that
+// the runtime's first sample sees no growth between the two. A failed sample
+// is not an error here: the runtime reports it with its own first sample.
+func checkLimit(cfg Config) error {
+	if cfg.Mode != Elastic || cfg.BelowFloor == RunAtFloor {
+		return nil
+	}
+	hc := cfg.Headroom
+	if hc.Interval == 0 {
+		hc.Interval = HeadroomInterval
+	}
+	hc.Floor, hc.BudgetFloor, hc.Max = cfg.Floor, cfg.BudgetFloor, cfg.MaxBudget
+	h, err := pressure.NewHeadroom(hc)
+	if err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	rep, err := h.Update()
+	if err != nil || !rep.Limited || rep.Limit-rep.Reserve >= cfg.Floor+pause.MinHysteresis {
+		return nil
+	}
+	return &LimitBelowFloorError{Sample: rep.MemorySample, Reserve: rep.Reserve, Floor: cfg.Floor, Margin: pause.MinHysteresis,
+		Need: LimitFor(cfg.Floor, cfg.Headroom.Reserve)}
 }

@@ -85,6 +85,13 @@ func New(cfg Config) (_ *Runtime, err error) {
 	}
 	m.workers.Set(float64(cfg.Workers))
 
+	// A limit that can never hold the floor is refused before the pools are
+	// mapped and the program text is locked, which at such a limit would be the
+	// OOM killer's cue.
+	if err := checkLimit(cfg); err != nil {
+		return nil, err
+	}
+
 	budget := cfg.MaxBudget
 	if cfg.Mode == Fixed && budget == 0 {
 		b, src, err := DefaultByteBudget(0)

@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/psiflow/psiflow/internal/bytesize"
@@ -46,6 +47,19 @@ func newRuntime(p *Pipeline, hooks Hooks, floor Floor) (*memory.Runtime, error) 
 	}
 	rt, err := memory.New(cfg)
 	if err != nil {
+		var le *memory.LimitBelowFloorError
+		if errors.As(err, &le) && res.Budget <= 0 {
+			// The budget, and with it the budget floor, is a quarter of the limit:
+			// the floor under the limit it names is larger than under this one.
+			for range 16 {
+				f := min(floor.Budget, le.Need/4) + floor.Other
+				n := memory.LimitFor(f, cfg.Headroom.Reserve)
+				if n <= le.Need {
+					break
+				}
+				le.Need = n
+			}
+		}
 		return nil, err
 	}
 	if res.Pressure {

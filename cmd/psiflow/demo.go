@@ -233,8 +233,12 @@ func printEpochs(w io.Writer, epochs []progress.Epoch, cached bool) {
 
 func printDemoSummary(w io.Writer, s demo.Summary) {
 	sec := s.Elapsed.Seconds()
-	fmt.Fprintf(w, "\n%d samples in %d batches in %.2fs: %.0f samples/s, %s/s; peak budget in use %s\n\n",
-		s.Items, s.Batches, sec, float64(s.Items)/sec, bytesize.Human(int64(float64(s.Bytes)/sec)), bytesize.Human(s.Peak))
+	rates := "" // a run that never started took no time: no rate, not NaN or +Inf
+	if sec > 0 {
+		rates = fmt.Sprintf(": %.0f samples/s, %s/s", float64(s.Items)/sec, bytesize.Human(int64(float64(s.Bytes)/sec)))
+	}
+	fmt.Fprintf(w, "\n%d samples in %d batches in %.2fs%s; peak budget in use %s\n\n",
+		s.Items, s.Batches, sec, rates, bytesize.Human(s.Peak))
 	if s.Skipped > 0 {
 		fmt.Fprintf(w, "%d bad samples skipped (each named on standard error)\n\n", s.Skipped)
 	}

@@ -155,19 +155,21 @@ func (c *Controller) Config() Config { return c.cfg }
 
 // Observe takes one reading (in time order) and returns the event it causes, if
 // any: Paused when a running loader is left less than its floor, Resumed when a
-// paused one is left at least the floor plus the hysteresis, TimedOut (once) when a
+// paused one is left at least the floor plus the hysteresis (at most half of
+// the way from the floor to limit − reserve, the most the limit could ever
+// leave it), TimedOut (once) when a
 // pause has lasted longer than the timeout.
 func (c *Controller) Observe(r Reading) (Event, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ev := Event{Reading: r, Floor: c.cfg.Floor, Hysteresis: c.cfg.Hysteresis, Timeout: c.cfg.Timeout}
+	ev := Event{Reading: r, Floor: c.cfg.Floor, Hysteresis: c.hysteresis(r), Timeout: c.cfg.Timeout}
 	switch {
 	case !c.paused && r.Current < c.cfg.Floor:
 		c.paused, c.since, c.timedOut = true, r.At, false
 		c.pauses++
 		ev.Kind = Paused
 		return ev, true
-	case c.paused && r.Current >= c.cfg.Floor+c.cfg.Hysteresis:
+	case c.paused && r.Current >= c.cfg.Floor+ev.Hysteresis:
 		ev.Lasted = max(0, r.At.Sub(c.since))
 		c.total += ev.Lasted
 		c.paused = false
@@ -180,6 +182,18 @@ func (c *Controller) Observe(r Reading) (Event, bool) {
 		return ev, true
 	}
 	return Event{}, false
+}
+
+// hysteresis is the margin a resume waits for under reading r: the configured
+// one, but at most half of what lies between the floor and the most the limit
+// could ever leave the loader (limit − reserve, nothing else in the cgroup), so
+// that under a small limit a pause can end at all; 0 when the limit cannot
+// even hold the floor.
+func (c *Controller) hysteresis(r Reading) int64 {
+	if r.Limit <= 0 {
+		return c.cfg.Hysteresis
+	}
+	return min(c.cfg.Hysteresis, max(0, (r.Limit-r.Reserve-c.cfg.Floor)/2))
 }
 
 // Paused reports whether the loader is paused now.

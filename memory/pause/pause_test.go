@@ -23,6 +23,7 @@ func TestController(t *testing.T) {
 		steps  []step
 		pauses int
 		paused time.Duration // at the last step
+		limit  int64         // 0: 256 MiB (reserve 16 MiB)
 	}{
 		{name: "never below", cfg: Config{Floor: 32 * mib},
 			steps: []step{{0, 100 * mib, 0, 0}, {1, 32 * mib, 0, 0}}},
@@ -38,6 +39,16 @@ func TestController(t *testing.T) {
 		{name: "the minimum hysteresis", cfg: Config{Floor: 8 * mib}, // floor/4 = 2 MiB < 4 MiB
 			steps:  []step{{0, 7 * mib, Paused, 0}, {1, 11 * mib, 0, 0}, {2, 12 * mib, Resumed, 2 * time.Second}},
 			pauses: 1, paused: 2 * time.Second},
+		{name: "a small limit caps the hysteresis", cfg: Config{Floor: 32 * mib}, // limit 52 − reserve 16 − floor 32: 2 MiB of margin
+			steps: []step{
+				{0, 33 * mib, 0, 0},
+				{1, 31 * mib, Paused, 0},
+				{2, 33 * mib, 0, 0},
+				{3, 34 * mib, Resumed, 2 * time.Second}, // the full hysteresis (40 MiB) could never come
+			}, pauses: 1, paused: 2 * time.Second, limit: 52 * mib},
+		{name: "a limit that cannot hold the floor: resume at the floor", cfg: Config{Floor: 32 * mib},
+			steps: []step{{0, 20 * mib, Paused, 0}, {1, 32 * mib, Resumed, time.Second}}, limit: 40 * mib,
+			pauses: 1, paused: time.Second},
 		{name: "two pauses", cfg: Config{Floor: 32 * mib, Hysteresis: 1},
 			steps:  []step{{0, 0, Paused, 0}, {2, 33 * mib, Resumed, 2 * time.Second}, {3, -5 * mib, Paused, 0}, {3.5, 40 * mib, Resumed, 500 * time.Millisecond}},
 			pauses: 2, paused: 2500 * time.Millisecond},
@@ -61,7 +72,11 @@ func TestController(t *testing.T) {
 			paused := false
 			for _, s := range tt.steps {
 				last = at(s.t)
-				ev, ok := c.Observe(Reading{At: last, Current: s.current, Limit: 256 * mib, Others: 200 * mib, Reserve: 16 * mib})
+				limit := tt.limit
+				if limit == 0 {
+					limit = 256 * mib
+				}
+				ev, ok := c.Observe(Reading{At: last, Current: s.current, Limit: limit, Others: 200 * mib, Reserve: 16 * mib})
 				if ok != (s.want != 0) || ev.Kind != s.want || ev.Lasted != s.lasted {
 					t.Fatalf("at %v s, %d MiB: event %v (%v, lasted %v), want %v lasted %v", s.t, s.current/mib, ev.Kind, ok, ev.Lasted, s.want, s.lasted)
 				}

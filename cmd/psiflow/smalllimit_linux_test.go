@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSmallMemoryLimits runs run and demo -data, with their default flags, under
+// real cgroup memory limits (psiflow cgroup run -memory-max, the v1 memory
+// controller on hybrid hosts): under a limit that cannot hold the loader's floor
+// each refuses at once, naming the limit, the floor and the limit that would do;
+// under one that can, every sample is read. Neither is OOM-killed, and the group
+// is gone afterwards. The bounds are loose: the floor is about 30 MiB here (two
+// batches of 224×224 output and decode scratch) and the kernel decides the rest.
+func TestSmallMemoryLimits(t *testing.T) {
+	needCgroups(t)
+	bin := psiflowBinary(t) // without -race: its shadow memory alone exceeds these limits
+	data := genFolder(t, 50) // 100 samples
+	for _, tt := range []struct {
+		limit   string
+		cmd     []string
+		refused bool
+	}{
+		{"4MiB", []string{"run", "-every", "0", "-set", "source.dir=" + data, "imagefolder"}, true},
+		{"24MiB", []string{"run", "-every", "0", "-set", "source.dir=" + data, "imagefolder"}, true},
+		{"24MiB", []string{"demo", "-data", data}, true},
+		{"96MiB", []string{"run", "-every", "0", "-set", "source.dir=" + data, "imagefolder"}, false},
+		{"96MiB", []string{"demo", "-data", data}, false},
+	} {
+		t.Run(tt.cmd[0]+"/"+tt.limit, func(t *testing.T) {
+			name := fmt.Sprintf("smalllimit-%d-%s-%s", os.Getpid(), tt.cmd[0], tt.limit)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, append([]string{"cgroup", "run", "-name", name, "-memory-max", tt.limit, "--", bin}, tt.cmd...)...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			text := out.String()
+			noStackDump(t, text)
+			if ctx.Err() != nil {
+				t.Fatalf("still running after 3 minutes (a pause without end?):\n%s", text)
+			}
+			if !strings.Contains(text, "oom kills 0") {
+				t.Fatalf("not 'oom kills 0' (%v):\n%s", err, text)
+			}
+			if left := existing(groupDirs(t, name)); len(left) > 0 {
+				t.Fatalf("group left behind: %v", left)
+			}
+			if tt.refused {
+				lim := strings.TrimSuffix(tt.limit, "MiB") + " MiB"
+				re := regexp.MustCompile(`the memory limit of ` + lim + ` \(.*memory.limit_in_bytes\) is too small for this loader: .* floor of [0-9.]+ MiB .* Raise the limit to at least ([0-9.]+) MiB`)
+				if err == nil || !re.MatchString(text) || !strings.Contains(text, "exit status 3") {
+					t.Fatalf("exit %v: want the start refused (exit status 3) naming the limit, the floor and the limit that would do:\n%s", err, text)
+				}
+				if strings.Contains(text, "NaN") || strings.Contains(text, "Inf") {
+					t.Fatalf("the summary of a run that never started shows NaN or Inf:\n%s", text)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(text, "\n100 samples in ") {
+				t.Fatalf("exit %v: want all 100 samples:\n%s", err, text)
+			}
+		})
+	}
+}
