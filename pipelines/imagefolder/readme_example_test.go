@@ -44,9 +44,9 @@ func Example_readme() {
 	defer rt.Close()
 	g := flow.New("train", flow.WithRuntime(rt), flow.WithRegistry(prometheus.DefaultRegisterer))
 
-	files, err := source.Dir(dir, ".JPEG") // dir: an ImageFolder root such as /data/imagenet/train
+	files, err := source.Dir(dir, ".JPEG")                                             // dir: an ImageFolder root such as /data/imagenet/train
 	samples := flowsrc.Files(g, "read", files, source.Options{Shuffle: true, Seed: 1}) // io_uring (pread fallback); Rank/WorldSize shard it
-	dec, err := decode.NewDecoder(decode.Options{})                                 // libjpeg-turbo, loaded at run time
+	dec, err := decode.NewDecoder(decode.Options{})                                    // libjpeg-turbo, loaded at run time
 	decoder, err := decode.NewStage("decode", dec, decode.StageConfig{
 		Workers:   runtime.NumCPU(),
 		Transform: decode.Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW},
