@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 
@@ -125,5 +129,47 @@ func TestReadmeGoPipeline(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("line %d differs:\nREADME:  %s\nExample: %s", i+1, got[i], want[i])
 		}
+	}
+}
+
+// TestReadmeIdentifiers counts what the README's Go pipeline asks its author to
+// know (docs/AUTHORING.md): the distinct exported identifiers of psiflow's
+// packages it names (pkg.Name, and the graph's Run), and those packages. It
+// fails when the count grows past the figure the doc gives.
+func TestReadmeIdentifiers(t *testing.T) {
+	src, err := os.ReadFile("readme_example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, code, _ := strings.Cut(string(src), "// README begin\n")
+	code, _, _ = strings.Cut(code, "\t// README end")
+	f, err := parser.ParseFile(token.NewFileSet(), "readme.go", "package p\nfunc f() {\n"+code+"}\n", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	psiflow := map[string]bool{"memory": true, "flow": true, "source": true, "flowsrc": true, "decode": true, "tensor": true}
+	idents, pkgs := map[string]bool{}, map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if x, ok := sel.X.(*ast.Ident); ok {
+				switch {
+				case psiflow[x.Name]:
+					idents[x.Name+"."+sel.Sel.Name], pkgs[x.Name] = true, true
+				case x.Name == "g" && sel.Sel.Name == "Run":
+					idents["Graph.Run"] = true
+				}
+			}
+		}
+		return true
+	})
+	names := make([]string, 0, len(idents))
+	for n := range idents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	t.Logf("%d identifiers from %d packages: %s", len(names), len(pkgs), strings.Join(names, ", "))
+	const maxIdents, maxPkgs = 23, 6 // docs/AUTHORING.md
+	if len(names) > maxIdents || len(pkgs) > maxPkgs {
+		t.Errorf("the README's Go pipeline names %d identifiers from %d packages; docs/AUTHORING.md says %d from %d", len(names), len(pkgs), maxIdents, maxPkgs)
 	}
 }
