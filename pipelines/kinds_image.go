@@ -198,7 +198,9 @@ func buildCollate(b *Build, _ *Config, in Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	return Wrap(BatchType, flow.Via(groups, tensor.Collate(b.Name), flow.QueueSize(1)))
+	// into the memory of a sink that lends it (the torch sink's shared
+	// slots), else into the stage's own buffers
+	return Wrap(BatchType, flow.Via(groups, tensor.CollateInto(b.Name, b.run.destination), flow.QueueSize(1)))
 }
 
 func buildToTensors(b *Build, cfg *Config, in Stream) (Stream, error) {

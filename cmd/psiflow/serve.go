@@ -125,8 +125,10 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 		Process: c.process, Option: c.option,
 		Runtime: func(r *memory.Runtime) { rt = r },
 		Batches: t.Consume,
-		Info:    func(s string) { fmt.Fprintln(stdout, "  "+s) },
-		Skipped: func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow serve: %s: skipped: %v\n", node, err) },
+		// collate writes each batch straight into a shared slot
+		Destination: t,
+		Info:        func(s string) { fmt.Fprintln(stdout, "  "+s) },
+		Skipped:     func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow serve: %s: skipped: %v\n", node, err) },
 	}
 	if c.plan {
 		// Each epoch's plan goes to the consumer before its batches
