@@ -77,10 +77,21 @@ const (
 	frTarget = 16
 )
 
+// The assembly routines, called from C (their addresses come from
+// regionAddrs), never from Go.
+
+//lint:ignore U1000 called from C through its address
 func regionCall()
+
+//lint:ignore U1000 called from C (libjpeg's error_exit)
 func regionErrorExit()
+
+//lint:ignore U1000 called from C (libjpeg's emit_message)
 func regionEmitMessage()
+
+//lint:ignore U1000 called from C (libjpeg's output_message)
 func regionOutputMessage()
+
 func regionAddrs() (call, errorExit, emitMessage, outputMessage uintptr)
 
 // RegionLib is libjpeg (libjpeg-turbo's libjpeg 6.2 ABI) loaded for region
