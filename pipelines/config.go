@@ -96,6 +96,7 @@ type Pipeline struct {
 	Sink       *Component
 	Resource   Resources
 	registry   *Registry
+	top, res   *Config // the top-level scalars and the resources, as validated
 }
 
 // Nodes lists the source, the stages and the sink in file order.

@@ -145,7 +145,7 @@ func RegisterBuiltins(r *Registry) error {
 				FloatParam("max_skip_rate", 0, 0, 1, "on_error: skip: stop when more than this fraction of an epoch's images is skipped; 0: no limit"),
 				IntParam("seed", 1, 0, math.MaxInt64, "seed of the random crop and flip"),
 			},
-			Build: buildDecode, Floor: floorDecode,
+			Build: buildDecode, Floor: floorDecode, Check: checkDecode,
 		},
 		{
 			Name: "batch", Role: StageRole, In: "image", Out: "images",

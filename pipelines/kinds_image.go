@@ -23,12 +23,13 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		return Stream{}, err
 	}
 	backend := map[string]decode.Backend{"auto": decode.BackendAuto, "turbojpeg": decode.BackendTurbo, "std": decode.BackendStd}[cfg.String("backend")]
-	maxPixels := cfg.Int("max_pixels")
-	if maxPixels == 0 {
-		return Stream{}, errors.New("max_pixels 0: must be positive, or -1 for no limit")
+	tr, skip, err := decodeParams(cfg)
+	if err != nil {
+		return Stream{}, err
 	}
+	skip.Log = b.SkippedSample
 	v, err := b.Keep(func() (any, func() error, error) {
-		dec, err := decode.NewDecoder(decode.Options{Backend: backend, MaxPixels: maxPixels,
+		dec, err := decode.NewDecoder(decode.Options{Backend: backend, MaxPixels: cfg.Int("max_pixels"),
 			MaxPixelsOption: optionName(b.run.hooks, b.Name, "max_pixels")})
 		if err != nil {
 			return nil, nil, err
@@ -48,35 +49,6 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		} else {
 			b.Info("crop-aware decoding: %s", lib)
 		}
-	}
-	tr := decode.Transform{
-		Resize: int(cfg.Int("resize")), CenterCrop: int(cfg.Int("center_crop")), RandomCrop: int(cfg.Int("random_crop")),
-		RandomResizedCrop: decode.ResizedCrop{Size: int(cfg.Int("random_resized_crop")),
-			Scale: [2]float64{cfg.Float("scale_min"), cfg.Float("scale_max")},
-			Ratio: [2]float64{cfg.Float("ratio_min"), cfg.Float("ratio_max")}},
-		FlipProb: cfg.Float("flip"), Layout: tensor.CHW, Seed: uint64(cfg.Int("seed")), Exact: cfg.Bool("exact"),
-	}
-	if cfg.String("layout") == "hwc" {
-		tr.Layout = tensor.HWC
-	}
-	switch cfg.String("normalize") {
-	case "imagenet":
-		tr.Normalize = decode.ImageNet()
-	case "custom":
-		mean, err := floatList("mean", cfg.String("mean"))
-		if err != nil {
-			return Stream{}, err
-		}
-		std, err := floatList("std", cfg.String("std"))
-		if err != nil {
-			return Stream{}, err
-		}
-		if tr.Normalize, err = decode.NewNormalizer(mean, std); err != nil {
-			return Stream{}, err
-		}
-	}
-	if err := tr.Validate(); err != nil {
-		return Stream{}, err
 	}
 	labelOf := func(*source.Sample) int64 { return -1 }
 	keyLabel := func(string) int64 { return -1 } // a cached sample's label, from its key
@@ -112,14 +84,6 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	onError, err := stage.ParseOnError(cfg.String("on_error"))
-	if err != nil {
-		return Stream{}, err
-	}
-	skip := stage.SkipPolicy{OnError: onError, MaxSkips: cfg.Int("max_skips"), MaxRate: cfg.Float("max_skip_rate"), Log: b.SkippedSample}
-	if (skip.MaxSkips != 0 || skip.MaxRate != 0) && onError != stage.Skip {
-		return Stream{}, errors.New("max_skips and max_skip_rate need on_error: skip")
-	}
 	cache := b.run.cache
 	// Each image's decoded bytes are reserved from the graph's budget before it
 	// is decoded.
@@ -150,6 +114,57 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		decoded = cache.afterDecode(b, decoded, keyLabel)
 	}
 	return Wrap(ImageType, decoded)
+}
+
+// decodeParams are a decode node's transform and skip policy, checked
+// together (also when the file is validated: checkDecode).
+func decodeParams(cfg *Config) (decode.Transform, stage.SkipPolicy, error) {
+	if cfg.Int("max_pixels") == 0 {
+		return decode.Transform{}, stage.SkipPolicy{}, errors.New("max_pixels 0: must be positive, or -1 for no limit")
+	}
+	tr := decode.Transform{
+		Resize: int(cfg.Int("resize")), CenterCrop: int(cfg.Int("center_crop")), RandomCrop: int(cfg.Int("random_crop")),
+		RandomResizedCrop: decode.ResizedCrop{Size: int(cfg.Int("random_resized_crop")),
+			Scale: [2]float64{cfg.Float("scale_min"), cfg.Float("scale_max")},
+			Ratio: [2]float64{cfg.Float("ratio_min"), cfg.Float("ratio_max")}},
+		FlipProb: cfg.Float("flip"), Layout: tensor.CHW, Seed: uint64(cfg.Int("seed")), Exact: cfg.Bool("exact"),
+	}
+	if cfg.String("layout") == "hwc" {
+		tr.Layout = tensor.HWC
+	}
+	switch cfg.String("normalize") {
+	case "imagenet":
+		tr.Normalize = decode.ImageNet()
+	case "custom":
+		mean, err := floatList("mean", cfg.String("mean"))
+		if err != nil {
+			return tr, stage.SkipPolicy{}, err
+		}
+		std, err := floatList("std", cfg.String("std"))
+		if err != nil {
+			return tr, stage.SkipPolicy{}, err
+		}
+		if tr.Normalize, err = decode.NewNormalizer(mean, std); err != nil {
+			return tr, stage.SkipPolicy{}, err
+		}
+	}
+	if err := tr.Validate(); err != nil {
+		return tr, stage.SkipPolicy{}, err
+	}
+	onError, err := stage.ParseOnError(cfg.String("on_error"))
+	if err != nil {
+		return tr, stage.SkipPolicy{}, err
+	}
+	skip := stage.SkipPolicy{OnError: onError, MaxSkips: cfg.Int("max_skips"), MaxRate: cfg.Float("max_skip_rate")}
+	if (skip.MaxSkips != 0 || skip.MaxRate != 0) && onError != stage.Skip {
+		return tr, skip, errors.New("max_skips and max_skip_rate need on_error: skip")
+	}
+	return tr, skip, skip.Validate()
+}
+
+func checkDecode(cfg *Config) error {
+	_, _, err := decodeParams(cfg)
+	return err
 }
 
 func floorDecode(_ *Build, cfg *Config, f *Floor) error {
@@ -183,7 +198,9 @@ func buildCollate(b *Build, _ *Config, in Stream) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	return Wrap(BatchType, flow.Via(groups, tensor.Collate(b.Name), flow.QueueSize(1)))
+	// into the memory of a sink that lends it (the torch sink's shared
+	// slots), else into the stage's own buffers
+	return Wrap(BatchType, flow.Via(groups, tensor.CollateInto(b.Name, b.run.destination), flow.QueueSize(1)))
 }
 
 func buildToTensors(b *Build, cfg *Config, in Stream) (Stream, error) {

@@ -75,6 +75,12 @@ func buildBatchSink(open func(*Build, *Config) (sink.Sink, error)) BuildFunc {
 		if err != nil {
 			return Stream{}, err
 		}
+		if d, ok := s.(tensor.Destination); ok {
+			// collate writes batches straight into the sink's memory
+			b.run.mu.Lock()
+			b.run.dest = d
+			b.run.mu.Unlock()
+		}
 		in, err = Wrap(BatchType, batches)
 		if err != nil {
 			return Stream{}, err

@@ -261,7 +261,7 @@ func (l *loader) override(set string) {
 	}
 	head, rest, dotted := strings.Cut(key, ".")
 	switch {
-	case !dotted && contains([]string{"name", "epochs", "limit"}, key):
+	case !dotted && contains([]string{"name", "epochs", "limit", "start_epoch", "start_at"}, key):
 		put(&l.top, key)
 		return
 	case !dotted:
@@ -310,7 +310,7 @@ func (l *loader) override(set string) {
 		l.add(src.errAt(Pos{File: src.name, Line: 1, Col: 1}, "override %q: no node named %q%s", key, head, didYouMean(head, names)))
 		return
 	}
-	l.add(src.errAt(Pos{File: src.name, Line: 1, Col: 1}, "override %q: want name, epochs, limit, resources.KEY, source.KEY, sink.KEY, stages.N.KEY or STAGE.KEY", key))
+	l.add(src.errAt(Pos{File: src.name, Line: 1, Col: 1}, "override %q: want name, epochs, limit, start_epoch, start_at, resources.KEY, source.KEY, sink.KEY, stages.N.KEY or STAGE.KEY", key))
 }
 
 // stageName is stage i's name: its own, or its kind, numbered when repeated.

@@ -30,6 +30,10 @@ type Hooks struct {
 	// failed on is not delivered to the sink nor counted. The graph releases the
 	// batch after the sink: copy what must outlive the call.
 	Batches func(ctx context.Context, b *tensor.Batch) error
+	// Destination, when set, lends the memory collate stages write batches
+	// into (the torch sink's shared slots, whose Consume is Batches): each
+	// batch is written once, where its consumer reads it.
+	Destination tensor.Destination
 	// DeviceBatches, when set, receives every batch on the device before the
 	// pipeline's sink, as Batches does for a pipeline that ends on the host (the
 	// pipeline must end in device_batch: pin → h2d → mark_preemptible). The
@@ -100,7 +104,8 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (sum progress.Summary, e
 	if hooks.DeviceBatches != nil && p.Sink.Kind.In != AnyType && p.Sink.Kind.In != DeviceBatchType.Name {
 		return progress.Summary{}, fmt.Errorf("pipeline %s: Hooks.DeviceBatches needs a pipeline that ends in device_batch, not %s", p.Name, p.Sink.Kind.In)
 	}
-	r := &runState{ctx: ctx, hooks: hooks, limit: p.Limit, kept: map[string]any{}, infoSeen: map[string]bool{}, plans: map[int]source.Share{}}
+	r := &runState{ctx: ctx, hooks: hooks, limit: p.Limit, kept: map[string]any{}, infoSeen: map[string]bool{}, plans: map[int]source.Share{},
+		dest: hooks.Destination}
 	defer func() {
 		// Sinks first (they are told how the run ended), then the services.
 		err = errors.Join(err, r.closeSinks(err))
@@ -233,6 +238,15 @@ type runState struct {
 	plans        map[int]source.Share // by epoch index, set by the files source
 	repass       []string             // the paths of a repass graph (reclaimed cache entries)
 	cache        *sampleCache         // nil: no cache
+	dest         tensor.Destination   // a sink that lends batch memory (the torch sink's slots); nil: none
+}
+
+// destination is the memory collate stages write batches into: the run's
+// lending sink, or nil (their own buffers).
+func (r *runState) destination() tensor.Destination {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dest
 }
 
 func (r *runState) info(s string) {

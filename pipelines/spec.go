@@ -56,6 +56,10 @@ type Kind struct {
 	// smallest working set that still makes progress) to f, once per run
 	// before the memory runtime is made (b has no graph and no runtime then).
 	Floor func(b *Build, cfg *Config, f *Floor) error
+	// Check, when set, reports a combination of the node's parameters that
+	// cannot work (each one in its range), when the file is validated: before
+	// anything runs, at the node's line.
+	Check func(cfg *Config) error
 	// Device marks a kind that works on a device (the pin, h2d and
 	// mark_preemptible stages): a pipeline with one needs resources.device
 	// auto, cuda or sim, and device cuda or sim needs one.

@@ -18,6 +18,7 @@ func (l *loader) validate() *Pipeline {
 	l.params("top level", topParams, l.top, top, l.rootAt)
 	res := newConfig()
 	l.params("resources", resourceParams, l.resources, res, l.rootAt)
+	p.top, p.res = top, res
 	p.Name = top.String("name")
 	if p.Name == "" {
 		p.Name = strings.TrimSuffix(filepath.Base(l.src.name), filepath.Ext(l.src.name))
@@ -69,7 +70,13 @@ func (l *loader) validate() *Pipeline {
 		if rc.role == SourceRole && len(rc.inputs) > 0 {
 			l.add(rc.inAt[0].errf("source: a source has no input"))
 		}
+		before := len(l.errs)
 		l.params(fmt.Sprintf("%s of kind %s", what, k.Name), k.Params, rc.config, c.Config, rc.kindAt)
+		if k.Check != nil && len(l.errs) == before {
+			if err := k.Check(c.Config); err != nil {
+				l.add(rc.kindAt.errf("%s (kind %s): %v", what, k.Name, err))
+			}
+		}
 		if prev, dup := byName[name]; dup {
 			at := rc.kindAt
 			if rc.nameAt.node != nil {

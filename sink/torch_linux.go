@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -41,8 +42,11 @@ type Torch struct {
 	// (started with the first one) has ended.
 	refused chan struct{}
 
+	setupMu sync.Mutex // the ring is made once, by Lend or Consume
+
 	mu          sync.Mutex
 	outstanding []int64 // bytes held per slot, 0 when free
+	lent        []int64 // bytes lent per slot to a batch not yet consumed (Lend)
 	sent        int64
 	released    int64
 	peerClosed  bool
@@ -158,16 +162,26 @@ func (t *Torch) refuseOthers() {
 	}
 }
 
-// setup maps the ring for batches like b and sends the hello with its descriptor.
-func (t *Torch) setup(b *tensor.Batch) error {
+// ensure makes the ring, for batches of n bytes (what), unless it exists.
+func (t *Torch) ensure(n int64, what string) error {
+	t.setupMu.Lock()
+	defer t.setupMu.Unlock()
+	if t.mem != nil {
+		return nil
+	}
+	return t.setup(n, what)
+}
+
+// setup maps the ring for batches of n bytes and sends the hello with its descriptor.
+func (t *Torch) setup(n int64, what string) error {
 	size := t.cfg.SlotBytes
 	if size == 0 {
-		size = b.Size()
+		size = n
 	}
 	page := int64(os.Getpagesize())
 	size = (size + page - 1) / page * page
 	if size <= 0 {
-		return fmt.Errorf("sink torch: first batch has no bytes to size the slots from (shape %v)", b.Tensor.Shape)
+		return fmt.Errorf("sink torch: first batch has no bytes to size the slots from (%s)", what)
 	}
 	fd, err := unix.MemfdCreate("psiflow-batches", unix.MFD_CLOEXEC)
 	if err != nil {
@@ -185,6 +199,7 @@ func (t *Torch) setup(b *tensor.Batch) error {
 	}
 	t.mu.Lock()
 	t.fd, t.mem, t.slotBytes = fd, mem, size
+	t.lent = make([]int64, t.cfg.Slots)
 	t.budget = t.cfg.Budget
 	if t.budget == nil {
 		b, err := flow.NewBudget(total)
@@ -240,12 +255,14 @@ func (t *Torch) Consume(ctx context.Context, b *tensor.Batch) error {
 	if err := t.Accept(ctx); err != nil {
 		return err
 	}
-	if t.mem == nil {
-		if err := t.setup(b); err != nil {
-			return err
-		}
+	if err := t.ensure(b.Size(), fmt.Sprintf("shape %v", b.Tensor.Shape)); err != nil {
+		return err
 	}
 	raw := b.Tensor.Bytes()
+	if slot, ok := t.lentSlot(raw); ok {
+		// collated straight into the slot (Lend): nothing to copy
+		return t.announce(b, slot, raw)
+	}
 	if int64(len(raw)) > t.slotBytes {
 		return fmt.Errorf("sink torch: batch of %v %v is %d bytes, larger than a slot (%d bytes; set SlotBytes)", b.Tensor.DType, b.Tensor.Shape, len(raw), t.slotBytes)
 	}
@@ -277,6 +294,87 @@ func (t *Torch) Consume(ctx context.Context, b *tensor.Batch) error {
 	copy(t.mem[off:off+n], raw)
 	t.mu.Lock()
 	t.outstanding[slot] = n
+	t.mu.Unlock()
+	return t.announce(b, slot, raw)
+}
+
+// lentSlot reports whether raw starts a slot lent by Lend and not consumed.
+func (t *Torch) lentSlot(raw []byte) (int, bool) {
+	if len(raw) == 0 || len(t.mem) == 0 {
+		return 0, false
+	}
+	p, base := uintptr(unsafe.Pointer(unsafe.SliceData(raw))), uintptr(unsafe.Pointer(unsafe.SliceData(t.mem)))
+	if p < base || p >= base+uintptr(len(t.mem)) || (p-base)%uintptr(t.slotBytes) != 0 {
+		return 0, false
+	}
+	slot := int((p - base) / uintptr(t.slotBytes))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lent[slot] == 0 || int64(len(raw)) > t.slotBytes {
+		return 0, false
+	}
+	// the slot's lent bytes (budget held since Lend) become outstanding
+	t.outstanding[slot], t.lent[slot] = t.lent[slot], 0
+	return slot, true
+}
+
+// Lend gives a collate stage ([tensor.CollateInto]) a free slot of the
+// shared ring for a batch of n bytes, so that the batch is written once,
+// where Python reads it: Consume then announces the slot without copying.
+// It waits while every slot is in Python (backpressure) and holds n bytes
+// of the budget from now on. The release it returns gives the slot back
+// when the batch is dropped before Consume took it; after Consume, Python's
+// release does.
+func (t *Torch) Lend(ctx context.Context, n int64) ([]byte, func(), error) {
+	if err := t.Accept(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := t.ensure(n, fmt.Sprintf("%d bytes", n)); err != nil {
+		return nil, nil, err
+	}
+	if n > t.slotBytes || n <= 0 {
+		return nil, nil, fmt.Errorf("sink torch: a batch of %d bytes does not fit a slot (%d bytes; set SlotBytes)", n, t.slotBytes)
+	}
+	var slot int
+	select {
+	case slot = <-t.free:
+	case <-t.gone.Done():
+		return nil, nil, context.Cause(t.gone)
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	actx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(t.gone, cancel)
+	err := t.budget.Acquire(actx, n)
+	stop()
+	cancel()
+	if err != nil {
+		t.free <- slot
+		if t.gone.Err() != nil {
+			return nil, nil, context.Cause(t.gone)
+		}
+		return nil, nil, fmt.Errorf("sink torch: budget for a batch of %d bytes: %w", n, err)
+	}
+	t.mu.Lock()
+	t.lent[slot] = n
+	t.mu.Unlock()
+	off := int64(slot) * t.slotBytes
+	return t.mem[off : off+n : off+n], func() {
+		t.mu.Lock()
+		held := t.lent[slot]
+		t.lent[slot] = 0
+		t.mu.Unlock()
+		if held != 0 { // never consumed
+			t.budget.Release(held)
+			t.free <- slot
+		}
+	}, nil
+}
+
+// announce sends the batch message for b, whose bytes raw are in slot.
+func (t *Torch) announce(b *tensor.Batch, slot int, raw []byte) error {
+	off, n := int64(slot)*t.slotBytes, int64(len(raw))
+	t.mu.Lock()
 	t.sent++
 	seq := t.sent
 	t.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/psiflow/psiflow/stage"
 )
@@ -64,15 +65,37 @@ type Batch struct {
 	Labels []int64
 	Tensor Tensor
 	pool   *sync.Pool
+	// lent is the release of the destination memory the tensor lies in
+	// ([CollateInto]); nil for the pool's own buffers.
+	lent func()
+	own  Tensor // the pooled buffers, kept while the tensor is lent memory
 }
 
-// Release returns the batch's buffers to its pool. Call it once.
+// Release returns the batch's buffers to its pool, and lent destination
+// memory to its lender. Call it once.
 func (b *Batch) Release() {
+	if b.lent != nil {
+		b.lent()
+		b.lent = nil
+		b.Tensor.U8, b.Tensor.F32 = b.own.U8, b.own.F32
+	}
 	if p := b.pool; p != nil {
 		b.pool = nil
 		clear(b.Keys)
 		p.Put(b)
 	}
+}
+
+// Destination lends the memory batches are collated into, so that a batch
+// is written once, where its consumer reads it (the PyTorch sink's
+// shared-memory slots), instead of into a buffer of its own and then copied.
+type Destination interface {
+	// Lend returns n bytes for the next batch, waiting (until ctx ends)
+	// while none is free, and the function that gives them back. The
+	// memory must be aligned for float32. release is called once, when
+	// the batch is released: after the consumer took the batch (which it
+	// recognises by its memory) or without it (a batch dropped on the way).
+	Lend(ctx context.Context, n int64) (buf []byte, release func(), err error)
 }
 
 // Truncate keeps the first n samples of the batch (n between 0 and Len): the
@@ -121,7 +144,34 @@ func Collate(name string) stage.Stage[[]*Sample, *Batch] {
 	})
 }
 
-func collate(b *Batch, ss []*Sample) error {
+// CollateInto is [Collate] writing each batch straight into memory that
+// dest returns lends (its consumer's), when dest returns one: the batch's
+// tensor aliases that memory until the batch is released, and no copy of
+// it is made on the way. dest is asked for every batch, so a destination
+// that exists only once the graph runs (a sink opened after this stage was
+// built) can be given; when it returns nil the batch goes into the stage's
+// pooled buffers, as with Collate.
+func CollateInto(name string, dest func() Destination) stage.Stage[[]*Sample, *Batch] {
+	pool := &sync.Pool{}
+	pool.New = func() any { return &Batch{} }
+	return stage.Apply(name, 1, true, func(ctx context.Context, ss []*Sample) (*Batch, error) {
+		b := pool.Get().(*Batch)
+		b.pool = pool
+		var d Destination
+		if dest != nil {
+			d = dest()
+		}
+		if err := collateTo(ctx, b, ss, d); err != nil {
+			b.Release()
+			return nil, fmt.Errorf("collate %q: %w", name, err)
+		}
+		return b, nil
+	})
+}
+
+func collate(b *Batch, ss []*Sample) error { return collateTo(context.Background(), b, ss, nil) }
+
+func collateTo(ctx context.Context, b *Batch, ss []*Sample, dest Destination) error {
 	b.Keys, b.Labels = b.Keys[:0], b.Labels[:0]
 	if len(ss) == 0 {
 		b.Tensor.SetShape(0)
@@ -132,9 +182,37 @@ func collate(b *Batch, ss []*Sample) error {
 	b.Tensor.Shape = append(append(b.Tensor.Shape[:0], len(ss)), first.Shape...)
 	var u8 []uint8
 	var f32 []float32
-	if first.DType == Float32 {
+	switch {
+	case dest != nil:
+		n := per * len(ss)
+		size := int64(n)
+		if first.DType == Float32 {
+			size *= 4
+		}
+		buf, release, err := dest.Lend(ctx, size)
+		if err != nil {
+			return err
+		}
+		if int64(len(buf)) < size {
+			release()
+			return fmt.Errorf("destination lent %d bytes for a batch of %d", len(buf), size)
+		}
+		b.own = Tensor{U8: b.Tensor.U8, F32: b.Tensor.F32}
+		b.lent = release
+		b.Tensor.DType = first.DType
+		if first.DType == Float32 {
+			if uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%4 != 0 {
+				return fmt.Errorf("destination memory not aligned for float32")
+			}
+			f32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(buf))), n)
+			b.Tensor.F32, b.Tensor.U8 = f32, nil
+		} else {
+			u8 = buf[:n:n]
+			b.Tensor.U8, b.Tensor.F32 = u8, nil
+		}
+	case first.DType == Float32:
 		f32 = b.Tensor.ReuseF32(per * len(ss))
-	} else {
+	default:
 		u8 = b.Tensor.ReuseU8(per * len(ss))
 	}
 	for i, s := range ss {

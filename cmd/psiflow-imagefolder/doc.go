@@ -11,6 +11,11 @@
 // drops each file's page cache once read, so a cgroup running it is not charged for a
 // growing page cache.
 //
+// The pipeline is pipelines/imagefolder.yaml, the one psiflow run and psiflow demo -data
+// run: every flag is an override of one of its keys (-help names it), with that key's
+// default and range, and -set overrides any other key. The flags are the same as psiflow
+// demo's and psiflow serve's (package internal/frontend).
+//
 // -memory elastic (the default) runs it under package memory's elastic runtime: the budget
 // follows the cgroup's headroom up to -budget, read buffers are sized to the reads in
 // flight, and memory is given back under pressure. -memory fixed is psiflow before
@@ -21,5 +26,5 @@
 //
 // Usage:
 //
-//	psiflow-imagefolder -data DIR [-batch 64] [-workers N] [-budget 32M] [-limit N] [-memory elastic|fixed] [-pressure=true|false]
+//	psiflow-imagefolder -data DIR [-batch 64] [-workers N] [-budget auto] [-limit N] [-memory elastic|fixed] [-pressure=true|false] [-set KEY=VALUE]
 package main

@@ -62,7 +62,7 @@ func TestRunReportsBatches(t *testing.T) {
 		want []int
 	}{
 		{name: "all", want: []int{8, 8, 5}},
-		{name: "limit", args: []string{"-limit", "10"}, want: []int{8, 8}},
+		{name: "limit", args: []string{"-limit", "10"}, want: []int{8, 2}}, // exactly the limit: the last batch is cut
 		{name: "fixed, no gate", args: []string{"-memory", "fixed", "-pressure=false"}, want: []int{8, 8, 5}},
 		{name: "elastic, no gate", args: []string{"-memory", "elastic", "-pressure=false"}, want: []int{8, 8, 5}},
 	}
@@ -169,30 +169,31 @@ func TestParseArgsRejects(t *testing.T) {
 		mention string
 	}{
 		{[]string{}, "-data is required"},
-		{[]string{"-data", "x", "-backend", "gpu"}, "-backend"},
-		{[]string{"-data", "x", "-budget", "0"}, "flag -budget"},
+		{[]string{"-data", "x", "-backend", "gpu"}, "flag -backend"},
 		{[]string{"-data", "x", "-budget", "9999999999G"}, "flag -budget"},
 		{[]string{"-data", "x", "-budget", "NaN"}, "flag -budget"},
 		{[]string{"-data", "x", "-budget", "-1M"}, "flag -budget"},
-		{[]string{"-data", "x", "-workers", "0"}, "flag -workers"},
 		{[]string{"-data", "x", "-workers", "-1"}, "flag -workers"},
 		{[]string{"-data", "x", "-epochs", "0"}, "flag -epochs"},
 		{[]string{"-data", "x", "-limit", "-1"}, "flag -limit"},
 		{[]string{"-data", "x", "-limit", "1e3"}, "flag -limit"},
 		{[]string{"-data", "x", "-crop", "100000"}, "flag -crop"},
-		{[]string{"-data", "x", "-resize", "0"}, "flag -resize"},
+		{[]string{"-data", "x", "-resize", "-1"}, "flag -resize"},
 		{[]string{"-data", "x", "-batch", "99999999999999999999"}, "flag -batch"},
 		{[]string{"-data", "x", "-queue", "0"}, "flag -queue"},
 		{[]string{"-data", "x", "extra"}, "unexpected argument"},
-		{[]string{"-data", "x", "-memory", "big"}, "-memory"},
+		{[]string{"-data", "x", "-memory", "big"}, "flag -memory"},
 		{[]string{"-data", "x", "-pressure=maybe"}, "-pressure"},
-		{[]string{"-data", "x", "-on-error", "ignore"}, "-on-error"},
+		{[]string{"-data", "x", "-on-error", "ignore"}, "flag -on-error"},
 		{[]string{"-data", "x", "-on-error", "skip", "-max-skips", "-1"}, "flag -max-skips"},
-		{[]string{"-data", "x", "-max-skips", "3"}, "need -on-error skip"},
 		{[]string{"-data", "x", "-on-error", "skip", "-max-skip-rate", "NaN"}, "flag -max-skip-rate"},
 		{[]string{"-data", "x", "-on-error", "skip", "-max-skip-rate", "1.5"}, "flag -max-skip-rate"},
-		{[]string{"-data", "x", "-max-pixels", "0"}, "-max-pixels"},
 		{[]string{"-data", "x", "-max-pixels", "-5"}, "flag -max-pixels"},
+		{[]string{"-data", "x", "-below-floor", "wait"}, "flag -below-floor"},
+		{[]string{"-data", "x", "-max-pixels", "0"}, "max_pixels 0"},
+		{[]string{"-data", "x", "-max-skips", "3"}, "need on_error: skip"},
+		{[]string{"-data", "x", "-random-resized-crop", "224", "-crop", "200"}, "random"},
+		{[]string{"-data", "x", "-set", "decode.workerz=2"}, "workerz"},
 	}
 	for _, tt := range tests {
 		_, err := parseArgs(tt.args)
@@ -203,26 +204,39 @@ func TestParseArgsRejects(t *testing.T) {
 }
 
 func TestParseArgsSizes(t *testing.T) {
-	for in, want := range map[string]int64{"32M": 32 << 20, "1G": 1 << 30, "4096": 4096, "1.5M": 3 << 19, "64KiB": 64 << 10} {
+	for in, want := range map[string]int64{"32M": 32 << 20, "1G": 1 << 30, "4096": 4096, "1.5M": 3 << 19, "64KiB": 64 << 10, "auto": 0} {
 		c, err := parseArgs([]string{"-data", "x", "-budget", in})
-		if err != nil || c.Budget != want {
-			t.Errorf("-budget %s: %d, %v; want %d", in, c.Budget, err, want)
+		if err != nil || c.p.Resource.Budget != want {
+			t.Errorf("-budget %s: %v; want %d", in, err, want)
+			continue
 		}
 	}
 }
 
-func TestParseArgsMemory(t *testing.T) {
+// TestParseArgsDefaults: the defaults are the shipped pipeline file's, and
+// every flag lands on its key.
+func TestParseArgsDefaults(t *testing.T) {
 	c, err := parseArgs([]string{"-data", "x"})
-	if err != nil || c.Memory != "elastic" || !c.Pressure || c.Budget != 32<<20 {
-		t.Fatalf("defaults: memory %q pressure %v budget %d (%v); want elastic, true, 32 MiB", c.Memory, c.Pressure, c.Budget, err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c, err = parseArgs([]string{"-data", "x", "-memory", "fixed", "-pressure=false"})
-	if err != nil || c.Memory != "fixed" || c.Pressure || c.Budget <= 0 || c.Budget == 32<<20 {
-		t.Fatalf("fixed: memory %q pressure %v budget %d (%v); want fixed, false, a quarter of the limit", c.Memory, c.Pressure, c.Budget, err)
+	r := c.p.Resource
+	if r.MemoryMode != "elastic" || !r.Pressure || r.Budget != 0 || r.BelowFloor != "pause" {
+		t.Fatalf("defaults: memory %q pressure %v budget %d below floor %q; want elastic, true, 0 (auto), pause", r.MemoryMode, r.Pressure, r.Budget, r.BelowFloor)
 	}
-	c, err = parseArgs([]string{"-data", "x", "-memory", "fixed", "-budget", "8M"})
-	if err != nil || c.Budget != 8<<20 {
-		t.Fatalf("fixed with -budget 8M: budget %d (%v)", c.Budget, err)
+	if !c.process.LockText || !c.process.OOMVictim || !c.process.GoMemoryLimit {
+		t.Errorf("process actions %+v: want all on in the launcher", c.process)
+	}
+	c, err = parseArgs([]string{"-data", "x", "-memory", "fixed", "-pressure=false", "-budget", "8M", "-oom-victim=false", "-shuffle", "-seed", "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = c.p.Resource
+	if r.MemoryMode != "fixed" || r.Pressure || r.Budget != 8<<20 || c.process.OOMVictim {
+		t.Fatalf("fixed: memory %q pressure %v budget %d oom victim %v", r.MemoryMode, r.Pressure, r.Budget, c.process.OOMVictim)
+	}
+	if !c.p.Source.Config.Bool("shuffle") || c.p.Source.Config.Int("seed") != 7 || c.p.Stages[0].Config.Int("seed") != 7 {
+		t.Errorf("-shuffle -seed 7: source shuffle %v seed %d, decode seed %d", c.p.Source.Config.Bool("shuffle"), c.p.Source.Config.Int("seed"), c.p.Stages[0].Config.Int("seed"))
 	}
 }
 
@@ -239,10 +253,10 @@ func TestParseArgsBelowFloor(t *testing.T) {
 		{name: "default", policy: memory.PauseBelowFloor, timeout: pause.DefaultTimeout},
 		{name: "timeout", args: []string{"-pause-timeout", "30s"}, policy: memory.PauseBelowFloor, timeout: 30 * time.Second},
 		{name: "forever", args: []string{"-pause-timeout", "0"}, policy: memory.PauseBelowFloor, timeout: pause.Forever},
-		{name: "stop", args: []string{"-below-floor", "stop"}, policy: memory.StopBelowFloor},
-		{name: "run", args: []string{"-below-floor", "run"}, policy: memory.RunAtFloor},
+		{name: "stop", args: []string{"-below-floor", "stop"}, policy: memory.StopBelowFloor, timeout: pause.DefaultTimeout},
+		{name: "run", args: []string{"-below-floor", "run"}, policy: memory.RunAtFloor, timeout: pause.DefaultTimeout},
 		{name: "timeout with stop", args: []string{"-below-floor", "stop", "-pause-timeout", "1m"}, err: "-pause-timeout needs -below-floor pause"},
-		{name: "bad policy", args: []string{"-below-floor", "wait"}, err: `below-floor policy "wait"`},
+		{name: "bad policy", args: []string{"-below-floor", "wait"}, err: `flag -below-floor`},
 		{name: "negative", args: []string{"-pause-timeout", "-1s"}, err: "pause-timeout"},
 	}
 	for _, tt := range tests {
@@ -257,8 +271,8 @@ func TestParseArgsBelowFloor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.BelowFloor != tt.policy || c.PauseTimeout != tt.timeout {
-				t.Fatalf("policy %q timeout %v; want %q, %v", c.BelowFloor, c.PauseTimeout, tt.policy, tt.timeout)
+			if r := c.p.Resource; r.BelowFloor != tt.policy || r.PauseTimeout != tt.timeout {
+				t.Fatalf("policy %q timeout %v; want %q, %v", r.BelowFloor, r.PauseTimeout, tt.policy, tt.timeout)
 			}
 		})
 	}

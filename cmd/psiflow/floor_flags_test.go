@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,8 @@ import (
 
 // TestFloorFlags: the image front-ends pause below the floor by default, for at
 // most 10 minutes; -pause-timeout 0 waits without end; -pause-timeout with another
-// policy and an unknown policy are usage errors.
+// policy and an unknown policy are usage errors (psiflow serve, which the Python
+// loader starts, shares the flags with demo and psiflow-imagefolder).
 func TestFloorFlags(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -27,43 +26,27 @@ func TestFloorFlags(t *testing.T) {
 		{name: "default", policy: memory.PauseBelowFloor, timeout: pause.DefaultTimeout},
 		{name: "timeout", args: []string{"-pause-timeout", "90s"}, policy: memory.PauseBelowFloor, timeout: 90 * time.Second},
 		{name: "forever", args: []string{"-pause-timeout", "0"}, policy: memory.PauseBelowFloor, timeout: pause.Forever},
-		{name: "stop", args: []string{"-below-floor", "stop"}, policy: memory.StopBelowFloor},
-		{name: "run", args: []string{"-below-floor", "run"}, policy: memory.RunAtFloor},
+		{name: "stop", args: []string{"-below-floor", "stop"}, policy: memory.StopBelowFloor, timeout: pause.DefaultTimeout},
+		{name: "run", args: []string{"-below-floor", "run"}, policy: memory.RunAtFloor, timeout: pause.DefaultTimeout},
 		{name: "timeout with run", args: []string{"-below-floor", "run", "-pause-timeout", "1m"}, err: "-pause-timeout needs -below-floor pause, not run"},
-		{name: "unknown", args: []string{"-below-floor", "sleep"}, err: `below-floor policy "sleep"`},
+		{name: "unknown", args: []string{"-below-floor", "sleep"}, err: `flag -below-floor`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			ff := addFloorFlags(fs)
-			if err := fs.Parse(tt.args); err != nil {
-				t.Fatal(err)
-			}
-			p, d, err := ff.apply(fs)
+			c, err := parseServe(append([]string{"-socket", "s", "-data", "d"}, tt.args...))
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, errUsage) {
 					t.Fatalf("error %v; want a usage error containing %q", err, tt.err)
 				}
 				return
 			}
-			if err != nil || p != tt.policy || d != tt.timeout {
-				t.Fatalf("policy %q timeout %v (%v); want %q, %v", p, d, err, tt.policy, tt.timeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := c.p.Resource; r.BelowFloor != tt.policy || r.PauseTimeout != tt.timeout {
+				t.Fatalf("policy %q timeout %v; want %q, %v", r.BelowFloor, r.PauseTimeout, tt.policy, tt.timeout)
 			}
 		})
-	}
-}
-
-// TestServeFloorFlags: psiflow serve, which the Python loader starts, pauses by
-// default and takes -pause-timeout.
-func TestServeFloorFlags(t *testing.T) {
-	c, err := parseServe([]string{"-socket", "s", "-synthetic", "1"})
-	if err != nil || c.folder.BelowFloor != memory.PauseBelowFloor || c.folder.PauseTimeout != pause.DefaultTimeout {
-		t.Fatalf("defaults: policy %q timeout %v (%v); want pause, 10m", c.folder.BelowFloor, c.folder.PauseTimeout, err)
-	}
-	c, err = parseServe([]string{"-socket", "s", "-synthetic", "1", "-pause-timeout", "0"})
-	if err != nil || c.folder.PauseTimeout != pause.Forever {
-		t.Fatalf("-pause-timeout 0: timeout %v (%v); want pause.Forever", c.folder.PauseTimeout, err)
 	}
 }
 

@@ -29,7 +29,7 @@ func TestFlagsRejectBadValues(t *testing.T) {
 		{"cgroup", "run", "-pids-max", "-7"}, {"cgroup", "run", "-pids-max", "99999999999999999999"},
 		{"cgroup", "run", "-cpu-weight", "-1"}, {"cgroup", "run", "-cpu-weight", "10001"},
 		{"cgroup", "show", "-pid", "-1"},
-		{"demo", "-items", "-1"}, {"demo", "-workers", "-1"}, {"demo", "-workers", "0"}, {"demo", "-batch", "0"},
+		{"demo", "-items", "-1"}, {"demo", "-workers", "-1"}, {"demo", "-batch", "0"},
 		{"demo", "-budget", "9999999999G"}, {"demo", "-budget", "NaN"}, {"demo", "-budget", "-5"}, {"demo", "-epochs", "0"}, {"demo", "-size", "1e30"},
 		{"gen", "jpeg", "-n", "-1"}, {"gen", "jpeg", "-width", "0"}, {"gen", "jpeg", "-width", "100000"}, {"gen", "jpeg", "-quality", "101"},
 		{"gen", "tar", "-shards", "NaN"}, {"gen", "parquet", "-rows", "99999999999999999999"},

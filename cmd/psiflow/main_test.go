@@ -25,10 +25,11 @@ func TestDispatch(t *testing.T) {
 		{[]string{"demo", "-items", "0"}, 2, "", "flag -items"},
 		{[]string{"demo", "-bogus"}, 2, "", "flag provided but not defined"},
 		{[]string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
-		{[]string{"demo", "-on-error", "ignore"}, 2, "", `on-error "ignore": want stop or skip`},
-		{[]string{"demo", "-max-skips", "3"}, 2, "", "-max-skips needs -on-error skip"},
-		{[]string{"demo", "-on-error", "skip", "-max-skips", "-1"}, 2, "", "-max-skips -1"},
-		{[]string{"demo", "-max-pixels", "0"}, 2, "", "-max-pixels 0"},
+		{[]string{"demo", "-on-error", "ignore"}, 2, "", `flag -on-error: on_error: "ignore" is not one of "stop", "skip"`},
+		{[]string{"demo", "-max-skips", "3"}, 2, "", "-max-skips needs -data"},
+		{[]string{"demo", "-data", "d", "-max-skips", "3"}, 2, "", "max_skips and max_skip_rate need on_error: skip"},
+		{[]string{"demo", "-on-error", "skip", "-max-skips", "-1"}, 2, "", "flag -max-skips"},
+		{[]string{"demo", "-data", "d", "-max-pixels", "0"}, 2, "", "max_pixels 0"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -64,7 +65,7 @@ func TestDemoOverGeneratedFolder(t *testing.T) {
 	if code := dispatch(context.Background(), &out, &out, []string{"demo", "-data", dir, "-batch", "16", "-epochs", "2"}); code != 0 {
 		t.Fatalf("demo: exit %d: %s", code, out.String())
 	}
-	for _, want := range []string{"80 samples in 6 batches", "reader: ", "read", "decode", "collate"} {
+	for _, want := range []string{"80 samples in 6 batches", "reader ", "read", "decode", "collate"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

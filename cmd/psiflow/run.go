@@ -14,6 +14,7 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/internal/metrics"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/progress"
@@ -57,6 +58,15 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	fmt.Fprintf(stdout, "psiflow run %s: %s\n", p.File, describePipeline(p))
 	reg := prometheus.NewRegistry()
+	var set *metrics.Set
+	if *metricsAddr != "" {
+		// The same metrics as psiflow demo's: the graph's, the runtime's, the
+		// cgroup's, and every read and decoded image.
+		if set, err = metrics.New(); err != nil {
+			return err
+		}
+		reg = set.Registry
+	}
 	var rt *memory.Runtime
 	hooks := pipelines.Hooks{
 		Options:    []flow.Option{flow.WithRegistry(reg)},
@@ -66,12 +76,16 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 		Runtime:    func(r *memory.Runtime) { rt = r },
 		Skipped:    func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow run: %s: %v\n", node, err) },
 	}
-	if *metricsAddr != "" {
-		ms, err := serveMetrics(*metricsAddr, reg)
+	if set != nil {
+		hooks.Reads, hooks.Decodes = set.Reads, set.Decodes
+		ms, err := set.Serve(*metricsAddr)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "  metrics: %s\n", ms.URL())
+		fmt.Fprintf(stdout, "  metrics: %s (live view: psiflow top %s)\n", ms.URL(), ms.Addr())
+		if set.NoCgroup != nil {
+			fmt.Fprintf(stdout, "  no cgroup metrics: %v\n", set.NoCgroup)
+		}
 		defer ms.Close()
 	}
 	levelName := func() string {

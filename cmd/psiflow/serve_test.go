@@ -93,7 +93,8 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"serve"}, "-socket is required"},
 		{[]string{"serve", "-socket", "/tmp/x.sock"}, "exactly one of -data DIR and -synthetic N"},
 		{[]string{"serve", "-socket", "/tmp/x.sock", "-synthetic", "1", "-shape", "4,x"}, "-shape"},
-		{[]string{"serve", "-socket", "/tmp/x.sock", "-data", "/nonexistent", "-budget", "0"}, "-budget"},
+		{[]string{"serve", "-socket", "/tmp/x.sock", "-data", "/nonexistent", "-budget", "lots"}, "flag -budget"},
+		{[]string{"serve", "-socket", "/tmp/x.sock", "-data", "/nonexistent", "-slots", "0"}, "flag -slots"},
 	} {
 		var out bytes.Buffer
 		if code := dispatch(context.Background(), &out, &out, tc.args); code != 2 || !strings.Contains(out.String(), tc.want) {

@@ -81,6 +81,7 @@ var architecture = []layer{
 	}},
 	{"front-end libraries", []component{
 		{"demo", []string{"internal/demo"}},
+		{"frontend", []string{"internal/frontend"}},
 		{"harness", []string{"internal/harness"}},
 		{"reexec", []string{"reexec"}},
 	}},

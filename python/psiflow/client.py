@@ -337,18 +337,31 @@ class Loader:
     with this package, else "psiflow" on PATH).
     args: more ``psiflow serve`` flags, e.g. ["-batch", "32", "-epochs", "2"].
     slots: batches outstanding at once (the shared ring's length).
+    pipeline: a pipeline file whose sink is of kind torch, run with ``psiflow
+    run`` instead of ``psiflow serve`` (args are then ``psiflow run`` flags).
     """
 
     def __init__(self, data=None, psiflow_bin=None, args=(), slots=4, auto_release=True, torch=False,
-                 batch_size=None, start_timeout=60.0, pin=None):
+                 batch_size=None, start_timeout=60.0, pin=None, pipeline=None):
         self.bin = _binary.find(psiflow_bin)
         self._dir = tempfile.mkdtemp(prefix="psiflow-")
         self.socket_path = os.path.join(self._dir, "sink.sock")
-        cmd = [self.bin, "serve", "-socket", self.socket_path, "-slots", str(slots)]
-        if data is not None:
-            cmd += ["-data", str(data)]
-        if batch_size is not None:
-            cmd += ["-batch", str(batch_size)]
+        if pipeline is not None:
+            # A pipeline file ending in a torch sink, run by `psiflow run`: the
+            # socket and the ring's length are set on its sink, args are more
+            # `psiflow run` flags (-set KEY=VALUE).
+            if data is not None or batch_size is not None:
+                raise ValueError("Loader(pipeline=...): the file names the data and the batch size, not data= or batch_size=")
+            self._what = "psiflow run %s" % pipeline
+            cmd = [self.bin, "run", os.fspath(pipeline), "-set", "sink.socket=" + self.socket_path,
+                   "-set", "sink.slots=%d" % slots]
+        else:
+            self._what = "psiflow serve"
+            cmd = [self.bin, "serve", "-socket", self.socket_path, "-slots", str(slots)]
+            if data is not None:
+                cmd += ["-data", str(data)]
+            if batch_size is not None:
+                cmd += ["-batch", str(batch_size)]
         cmd += list(args)
         self._stderr = open(os.path.join(self._dir, "stderr"), "w+b")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr)
@@ -380,7 +393,7 @@ class Loader:
         if rc is None or rc == 0:
             return None
         tail = self.stderr().strip().splitlines()[-3:]
-        return "psiflow serve exited with status %d: %s" % (rc, " / ".join(tail) or "(no output)")
+        return "%s exited with status %d: %s" % (self._what, rc, " / ".join(tail) or "(no output)")
 
     def __iter__(self):
         return iter(self.client)

@@ -150,6 +150,11 @@ class DataLoader:
     "cuda:1", a torch.device): each batch is copied there from the registered
     ring with non_blocking=True and yielded on the device; no CUDA is an error.
     serve_args: more ``psiflow serve`` flags.
+    pipeline, set: DataLoader(pipeline="FILE.yaml", set={"source.dir": "out/pets",
+    "stages.1.size": 32}) runs a pipeline file whose sink is of kind torch
+    (``psiflow run FILE -set KEY=VALUE``) instead of an image folder; the file says
+    the data, transform and batch size, and each iteration runs it once (its
+    epochs). It has no plan: len(), set_epoch and state_dict are for root=.
 
     Iterating runs one epoch; without set_epoch the next iteration runs the next
     epoch. Each batch is a view of shared memory, valid until the next batch is
@@ -158,12 +163,20 @@ class DataLoader:
     StatefulDataLoader, also under another world size.
     """
 
-    def __init__(self, root, batch_size=64, shuffle=True, seed=0, transform="val", drop_last=False,
+    def __init__(self, root=None, batch_size=64, shuffle=True, seed=0, transform="val", drop_last=False,
                  num_workers=None, return_keys=False, rank=None, world_size=None, prefetch=4,
                  tensors="auto", psiflow_bin=None, serve_args=(), start_timeout=60.0, pin_memory=False,
-                 device=None):
+                 device=None, pipeline=None, set=None):
+        self._pipeline = None
+        if pipeline is not None:
+            self._init_pipeline(root, pipeline, set, batch_size, shuffle, seed, transform, drop_last, num_workers,
+                                return_keys, rank, world_size, prefetch, tensors, psiflow_bin, serve_args,
+                                start_timeout, pin_memory, device)
+            return
+        if set is not None:
+            raise ValueError("set= overrides a pipeline file's keys: give pipeline= with it")
         if root is None:
-            raise ValueError("DataLoader needs root, an image folder")
+            raise ValueError("DataLoader needs root, an image folder, or pipeline, a pipeline file")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError("batch_size=%r: want a positive integer" % (batch_size,))
         if not isinstance(seed, int) or seed < 0:
@@ -201,6 +214,68 @@ class DataLoader:
         self._loader_at = None   # its (epoch, start)
         self._state_samples = None  # the dataset size a loaded state is for
         self._running = None
+
+    def _init_pipeline(self, root, pipeline, sets, batch_size, shuffle, seed, transform, drop_last, num_workers,
+                       return_keys, rank, world_size, prefetch, tensors, psiflow_bin, serve_args, start_timeout,
+                       pin_memory, device):
+        """DataLoader(pipeline=FILE, set={...}): the file says the pipeline."""
+        given = [name for name, v, default in [
+            ("root", root, None), ("batch_size", batch_size, 64), ("shuffle", shuffle, True), ("seed", seed, 0),
+            ("transform", transform, "val"), ("drop_last", drop_last, False), ("num_workers", num_workers, None),
+            ("rank", rank, None), ("world_size", world_size, None), ("serve_args", tuple(serve_args), ()),
+            ("pin_memory", pin_memory, False), ("device", device, None)] if v != default]
+        if given:
+            raise ValueError("DataLoader(pipeline=%r): %s: the pipeline file says these; override its keys with "
+                             "set={KEY: VALUE} (psiflow run -set: epochs, source.KEY, stages.N.KEY, ...)"
+                             % (os.fspath(pipeline), ", ".join(given)))
+        self._pipeline = os.fspath(pipeline)
+        if not os.path.isfile(self._pipeline):
+            raise ValueError("DataLoader(pipeline=%r): no such file" % (self._pipeline,))
+        if sets is not None and not isinstance(sets, dict):
+            raise ValueError("set=%r: want a dict of pipeline keys to values" % (sets,))
+        flags = []
+        for k, v in (sets or {}).items():
+            if not isinstance(k, str) or not k or "=" in k:
+                raise ValueError("set: key %r: want a pipeline key such as 'source.dir' or 'stages.1.size'" % (k,))
+            if k in ("sink.socket", "sink.slots"):
+                raise ValueError("set: %s is the DataLoader's (prefetch sets sink.slots)" % k)
+            if isinstance(v, bool):
+                v = "true" if v else "false"
+            flags += ["-set", "%s=%s" % (k, v)]
+        if return_keys:
+            flags += ["-set", "sink.keys=true"]
+        if not isinstance(prefetch, int) or prefetch < 1:
+            raise ValueError("prefetch=%r: want a positive integer" % (prefetch,))
+        self._sets = flags
+        self.return_keys = bool(return_keys)
+        self.prefetch = prefetch
+        self.start_timeout = start_timeout
+        self._bin = _binary.find(psiflow_bin)
+        self._torch = _want_torch(tensors)
+        self._running = None
+        self._loader = None
+
+    def _iterate_pipeline(self):
+        loader = Loader(psiflow_bin=self._bin, pipeline=self._pipeline, args=self._sets, slots=self.prefetch,
+                        torch=self._torch, start_timeout=self.start_timeout)
+        finished = False
+        try:
+            for b in loader:
+                if self.return_keys:
+                    yield b.data, b.labels, b.keys
+                else:
+                    yield b.data, b.labels
+            finished = True
+        finally:
+            rc = loader.close()
+        if finished and rc != 0:
+            raise PsiflowError("psiflow run %s exited with status %s: %s"
+                               % (self._pipeline, rc, loader.stderr().strip()[-2000:]))
+
+    def _no_plan(self, what):
+        if self._pipeline is not None:
+            raise TypeError("%s of DataLoader(pipeline=%r): a pipeline file's run has no plan to count or resume; "
+                            "use DataLoader(root, ...) for len, set_epoch and state_dict" % (what, self._pipeline))
 
     def _pin_check(self, device):
         """Whether the ring is registered with CUDA (pin_memory=True or a CUDA
@@ -275,6 +350,7 @@ class DataLoader:
     def __len__(self):
         """Batches one rank gets in a whole epoch (as torch's DataLoader: a
         resumed epoch delivers fewer)."""
+        self._no_plan("len()")
         if self._plan is None:
             self._loader = self._start()
             self._loader_at = (self._plan["epoch"], self._plan["start"])
@@ -285,6 +361,7 @@ class DataLoader:
     def set_epoch(self, epoch):
         """Runs epoch ``epoch`` next (its shuffle), as DistributedSampler.set_epoch.
         A position loaded with load_state_dict for another epoch is dropped."""
+        self._no_plan("set_epoch()")
         if not isinstance(epoch, int) or epoch < 0:
             raise ValueError("set_epoch(%r): want a non-negative integer" % (epoch,))
         if epoch != self._epoch:
@@ -299,7 +376,7 @@ class DataLoader:
     def __iter__(self):
         if self._running is not None:
             self._running.close()
-        it = self._iterate()
+        it = self._iterate_pipeline() if self._pipeline is not None else self._iterate()
         self._running = it
         return it
 
@@ -340,6 +417,7 @@ class DataLoader:
         """The position: the epoch and the global offset reached in it (samples
         consumed by all ranks together, in lockstep), taken after the batches
         yielded so far, with what it is only valid with."""
+        self._no_plan("state_dict()")
         if self._consumed is None:
             epoch, consumed = self._epoch, self._resume or 0
         else:
@@ -353,6 +431,7 @@ class DataLoader:
         """Resumes at ``state`` (from state_dict, maybe of another rank or world
         size at the same step): the next iteration delivers the rest of that
         epoch, in the same order, then the following epochs."""
+        self._no_plan("load_state_dict()")
         if state.get("version") != STATE_VERSION:
             raise ValueError("state version %r, this psiflow reads %d" % (state.get("version"), STATE_VERSION))
         for k in ("seed", "shuffle"):

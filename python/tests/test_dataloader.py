@@ -10,6 +10,7 @@ import collections
 import json
 import os
 import sys
+import tempfile
 import unittest
 
 import numpy as np
@@ -237,3 +238,75 @@ class TestDataLoader(unittest.TestCase):
             keys_of(dl)
         with self.assertRaisesRegex(psiflow.PsiflowError, "rank 25 of world size 30"):
             keys_of(loader(rank=25, world_size=30))
+
+
+PIPELINE = """epochs: 1
+source:
+  kind: files
+  config: {dir: unset}
+stages:
+  - kind: decode
+    config: {label: folder, resize: 40, center_crop: 32}
+  - kind: batch
+    config: {size: 64}
+  - collate
+sink:
+  kind: %s
+"""
+
+
+@unittest.skipUnless(DATA, "PSIFLOW_TEST_DATA (an image folder) not set")
+class TestPipelineFile(unittest.TestCase):
+    """DataLoader(pipeline=FILE, set={...}): a pipeline file ending in a torch
+    sink, run by psiflow run with the overrides."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="psiflow-pipeline-test-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+
+    def file(self, sink="torch"):
+        p = os.path.join(self.dir, "p.yaml")
+        with open(p, "w") as f:
+            f.write(PIPELINE % sink)
+        return p
+
+    def test_every_file_once_with_the_overrides(self):
+        dl = psiflow.DataLoader(pipeline=self.file(), set={"source.dir": DATA, "stages.1.size": 3},
+                                return_keys=True, psiflow_bin=BIN, tensors="numpy")
+        for _ in range(2):  # each iteration runs the file again
+            sizes, keys, labels = [], [], {}
+            for x, y, k in dl:
+                self.assertEqual(x.shape[1:], (3, 32, 32))
+                self.assertEqual(x.dtype, np.uint8)
+                sizes.append(len(y))
+                keys += k
+                labels.update(zip(k, (int(v) for v in y)))
+            files = folder_files()
+            self.assertEqual(sorted(keys), files)  # every file exactly once
+            n = len(files)
+            self.assertEqual(sizes, [3] * (n // 3) + ([n % 3] if n % 3 else []))  # set= reached the batch stage
+            classes = sorted(os.listdir(DATA))
+            for k, y in labels.items():
+                self.assertEqual(classes[y], os.path.basename(os.path.dirname(k)), k)
+
+    def test_errors_name_what(self):
+        f = self.file()
+        with self.assertRaisesRegex(ValueError, "batch_size, shuffle: the pipeline file says these"):
+            psiflow.DataLoader(pipeline=f, batch_size=8, shuffle=False, psiflow_bin=BIN)
+        with self.assertRaisesRegex(ValueError, "give pipeline= with it"):
+            psiflow.DataLoader(DATA, set={"epochs": 2}, psiflow_bin=BIN)
+        with self.assertRaisesRegex(ValueError, "no such file"):
+            psiflow.DataLoader(pipeline=os.path.join(self.dir, "missing.yaml"), psiflow_bin=BIN)
+        with self.assertRaisesRegex(ValueError, "sink.socket is the DataLoader's"):
+            psiflow.DataLoader(pipeline=f, set={"sink.socket": "x"}, psiflow_bin=BIN)
+        dl = psiflow.DataLoader(pipeline=f, set={"source.dir": DATA}, psiflow_bin=BIN, tensors="numpy")
+        for call in (lambda: len(dl), dl.state_dict, lambda: dl.set_epoch(1), lambda: dl.load_state_dict({})):
+            with self.assertRaisesRegex(TypeError, "has no plan"):
+                call()
+        with self.assertRaisesRegex(psiflow.PsiflowError, "stages.9.size"):  # psiflow run's own message
+            list(psiflow.DataLoader(pipeline=f, set={"source.dir": DATA, "stages.9.size": 2}, psiflow_bin=BIN,
+                                    tensors="numpy"))
+        with self.assertRaisesRegex(psiflow.PsiflowError, "discard"):  # the file must end in a torch sink
+            list(psiflow.DataLoader(pipeline=self.file("discard"), set={"source.dir": DATA}, psiflow_bin=BIN,
+                                    tensors="numpy", start_timeout=10))
