@@ -77,9 +77,16 @@ const (
 	frTarget = 16
 )
 
+//lint:ignore U1000 implemented in assembly; its address is taken there (regionAddrs)
 func regionCall()
+
+//lint:ignore U1000 implemented in assembly; its address is taken there (regionAddrs)
 func regionErrorExit()
+
+//lint:ignore U1000 implemented in assembly; its address is taken there (regionAddrs)
 func regionEmitMessage()
+
+//lint:ignore U1000 implemented in assembly; its address is taken there (regionAddrs)
 func regionOutputMessage()
 func regionAddrs() (call, errorExit, emitMessage, outputMessage uintptr)
 
