@@ -45,7 +45,6 @@ func Example_readme() {
 	// README begin
 	// The memory runtime: a quarter of this cgroup's memory limit in flight, the gate on its memory pressure.
 	rt, err := memory.New(memory.Config{Mode: memory.Fixed, Pressure: true, Workers: runtime.NumCPU()})
-	defer rt.Close()
 	g := flow.New("train", flow.WithRuntime(rt), flow.WithRegistry(prometheus.DefaultRegisterer))
 
 	files, err := source.Dir(dir, ".JPEG")                                             // dir: an ImageFolder root such as /data/imagenet/train
@@ -62,6 +61,7 @@ func Example_readme() {
 	err = g.Run(ctx) // first error cancels everything and names its stage; all goroutines have ended
 	// README end
 	dec.Close()
+	rt.Close()
 	fmt.Println(seen, "samples trained on;", err)
 	// Output: 10 samples trained on; <nil>
 }
