@@ -19,9 +19,11 @@
 //
 // [Torch] listens on a Unix socket (SOCK_SEQPACKET) and accepts one consumer.
 // At the first batch it creates one memfd of Slots × SlotBytes bytes, maps it
-// and passes the descriptor with SCM_RIGHTS. Each batch is copied once into a
-// free slot (collate's buffer is pooled and reused as soon as Consume
-// returns, so it cannot be lent out) and announced with a small JSON header; the
+// and passes the descriptor with SCM_RIGHTS. A collate stage given the sink
+// as its destination (tensor.CollateInto with [Torch.Lend]) writes each
+// batch straight into a free slot, which Consume announces without a copy;
+// any other batch is copied once into a free slot. Each is announced with a
+// small JSON header; the
 // Python side makes numpy views of the slot (np.frombuffer on its own mapping:
 // no copy) and sends the slot back when it is done with it (at the next
 // iteration, or an explicit release). At most Slots batches are outstanding:

@@ -242,6 +242,23 @@ func (t *Torch) Announce(ctx context.Context, kind string, v any) error {
 	return nil
 }
 
+// awaitReader lets the reading side name a consumer that went away: a write that
+// fails because the peer is gone (EPIPE, ECONNRESET) often fails before the read loop
+// has seen the end of the connection, and the read loop's cause (closed on purpose,
+// or disconnected without closing) is the one to report. It waits at most a few
+// seconds: a dead peer's socket reads its end at once.
+func (t *Torch) awaitReader(err error) {
+	if !errors.Is(err, unix.EPIPE) && !errors.Is(err, unix.ECONNRESET) {
+		return
+	}
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-t.readDone:
+	case <-timer.C:
+	}
+}
+
 // lost records that the consumer is unreachable and returns the reason.
 func (t *Torch) lost(err error) error {
 	t.setGone(fmt.Errorf("sink torch: %w", err))
@@ -388,6 +405,7 @@ func (t *Torch) announce(b *tensor.Batch, slot int, raw []byte) error {
 		return fmt.Errorf("sink torch: encoding batch %d: %w", seq, err)
 	}
 	if _, err := t.conn.Write(msg); err != nil {
+		t.awaitReader(err)
 		if t.gone.Err() != nil {
 			return context.Cause(t.gone)
 		}

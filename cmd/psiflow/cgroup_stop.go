@@ -128,6 +128,17 @@ func (gc *groupedCommand) supervise(ctx context.Context, exited <-chan struct{},
 	for {
 		select {
 		case <-exited:
+			// A signal that reached the command and the launcher together (a
+			// terminal's Ctrl-C) may still wait here when the command has already
+			// exited on it: select picks among ready cases at random, so take it.
+			for drained := false; !drained; {
+				select {
+				case s := <-gc.sigs:
+					stop(s)
+				default:
+					drained = true
+				}
+			}
 			if rep.signal != nil {
 				rep.after = time.Since(since)
 			}

@@ -350,10 +350,15 @@ func TestCgroupRunCtrlCOnATerminal(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%v:\n%s", err, out.String())
 	}
-	for _, want := range []string{"trapped", "SIGINT (the terminal sent it to the command too)", "/bin/sh exited with status 0"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("terminal output lacks %q:\n%s", want, out.String())
-		}
+	if !strings.Contains(out.String(), "trapped") {
+		t.Errorf("terminal output lacks the command's trap:\n%s", out.String())
+	}
+	// The terminal's SIGINT reaches the command and the launcher at once; the command
+	// may exit on it before the launcher's runtime has handed the signal over. When
+	// the launcher saw it, it says so and reports the exit after it.
+	if strings.Contains(out.String(), "SIGINT (the terminal sent it to the command too)") &&
+		!strings.Contains(out.String(), "/bin/sh exited with status 0") {
+		t.Errorf("the launcher saw the SIGINT but did not report the exit after it:\n%s", out.String())
 	}
 	if strings.Contains(out.String(), "forwarded") {
 		t.Errorf("the launcher sent a second SIGINT:\n%s", out.String())

@@ -25,10 +25,11 @@ func TestDispatch(t *testing.T) {
 		{[]string{"demo", "-items", "0"}, 2, "", "flag -items"},
 		{[]string{"demo", "-bogus"}, 2, "", "flag provided but not defined"},
 		{[]string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
-		{[]string{"demo", "-on-error", "ignore"}, 2, "", `on-error "ignore": want stop or skip`},
-		{[]string{"demo", "-max-skips", "3"}, 2, "", "-max-skips needs -on-error skip"},
-		{[]string{"demo", "-on-error", "skip", "-max-skips", "-1"}, 2, "", "-max-skips -1"},
-		{[]string{"demo", "-max-pixels", "0"}, 2, "", "-max-pixels 0"},
+		{[]string{"demo", "-on-error", "ignore"}, 2, "", `flag -on-error: on_error: "ignore" is not one of "stop", "skip"`},
+		{[]string{"demo", "-max-skips", "3"}, 2, "", "-max-skips needs -data"},
+		{[]string{"demo", "-data", "d", "-max-skips", "3"}, 2, "", "max_skips and max_skip_rate need on_error: skip"},
+		{[]string{"demo", "-on-error", "skip", "-max-skips", "-1"}, 2, "", "flag -max-skips"},
+		{[]string{"demo", "-data", "d", "-max-pixels", "0"}, 2, "", "max_pixels 0"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

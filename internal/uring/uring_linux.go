@@ -21,8 +21,14 @@ const (
 	OpReadv       uint8 = 1
 	OpReadFixed   uint8 = 4
 	OpAsyncCancel uint8 = 14
+	OpOpenat      uint8 = 18
+	OpClose       uint8 = 19
 	OpRead        uint8 = 22
 )
+
+// ATFDCWD is AT_FDCWD: a relative path of [SQE.PrepOpenatDirect] is
+// resolved from the working directory.
+const ATFDCWD int32 = -100
 
 // Setup flags.
 const (
@@ -43,6 +49,14 @@ const (
 // SQE flags.
 const (
 	SQEFixedFile uint8 = 1 << 0
+	// SQEIOLink links the entry to the next: the next starts only once
+	// this one has completed successfully, and is cancelled (-ECANCELED)
+	// when it fails.
+	SQEIOLink uint8 = 1 << 2
+	// SQEIOHardlink links like SQEIOLink, but the next entry runs even when
+	// this one fails or is short (a read shorter than asked breaks an
+	// SQEIOLink chain): the close after a read.
+	SQEIOHardlink uint8 = 1 << 3
 	// SQEAsync makes the kernel issue the request from its worker threads
 	// instead of trying it first on the submitting thread.
 	SQEAsync uint8 = 1 << 4
@@ -427,6 +441,36 @@ func (e *SQE) PrepCancel(target uint64) {
 	e.Opcode = OpAsyncCancel
 	e.FD = -1
 	e.Addr = target
+}
+
+// PrepOpenatDirect fills e for IORING_OP_OPENAT of the NUL-terminated path
+// (relative to dirfd, or [ATFDCWD]) into slot of the ring's registered file
+// table (a direct descriptor, Linux 5.15: no descriptor in the process's
+// table); flags and mode as for openat(2), without O_CLOEXEC (the kernel
+// refuses it for a direct descriptor: EINVAL). path must stay alive until
+// completion. Completes with 0 or -errno.
+func (e *SQE) PrepOpenatDirect(dirfd int32, path *byte, flags uint32, mode uint32, slot uint32) {
+	e.Opcode = OpOpenat
+	e.FD = dirfd
+	e.Addr = uint64(uintptr(unsafe.Pointer(path)))
+	e.OpFlags = flags
+	e.Len = mode
+	e.SpliceFDIn = int32(slot + 1) // file_index: slot + 1
+}
+
+// PrepReadDirect fills e for IORING_OP_READ from the direct descriptor in
+// slot of the registered file table.
+func (e *SQE) PrepReadDirect(slot uint32, buf []byte, off uint64) {
+	e.PrepRead(int32(slot), buf, off)
+	e.Flags |= SQEFixedFile
+}
+
+// PrepCloseDirect fills e for IORING_OP_CLOSE of the direct descriptor in
+// slot (Linux 5.15), freeing the slot.
+func (e *SQE) PrepCloseDirect(slot uint32) {
+	e.Opcode = OpClose
+	e.FD = 0
+	e.SpliceFDIn = int32(slot + 1)
 }
 
 // PrepNop fills e for IORING_OP_NOP.

@@ -207,3 +207,29 @@ func ExampleRegionDecoder() {
 	fmt.Printf("region %d×%d at (%d,%d), %d bytes\n", reg.W, reg.H, reg.X, reg.Y, len(pix))
 	// Output: region 69×50 at (96,79), 10350 bytes
 }
+
+// FuzzDecodeRegion: whatever the bytes, a region decode returns pixels or
+// an error (libjpeg's fatal errors and warnings come back through the
+// protected call), never a crash, and the decoder keeps decoding good data.
+func FuzzDecodeRegion(f *testing.F) {
+	rl := regionLibOrSkip(f)
+	good := noisy(f, 64, 48, 3)
+	f.Add(good, uint16(5), uint16(7), uint16(30), uint16(20), uint8(1))
+	f.Add(good[:len(good)/3], uint16(0), uint16(0), uint16(64), uint16(48), uint8(2))
+	f.Add(goImage(f, "video-001.q50.422.jpeg"), uint16(10), uint16(10), uint16(40), uint16(40), uint8(4))
+	rd, err := rl.NewRegionDecoder()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { rd.Close() })
+	var buf []byte
+	f.Fuzz(func(t *testing.T, data []byte, x, y, w, h uint16, denom uint8) {
+		sf := ScalingFactor{1, int32(denom)}
+		_, buf, _ = rd.DecodeRegion(data, sf, PixelRGB, 0, Region{int(x), int(y), int(w), int(h)}, buf)
+		if _, b, err := rd.DecodeRegion(good, ScalingFactor{1, 1}, PixelRGB, 0, Region{1, 1, 10, 10}, buf); err != nil {
+			t.Fatalf("good data after a fuzzed input: %v", err)
+		} else {
+			buf = b
+		}
+	})
+}
