@@ -21,7 +21,7 @@ import (
 // batches of 224×224 output and decode scratch) and the kernel decides the rest.
 func TestSmallMemoryLimits(t *testing.T) {
 	needCgroups(t)
-	bin := psiflowBinary(t) // without -race: its shadow memory alone exceeds these limits
+	bin := psiflowBinary(t)  // without -race: its shadow memory alone exceeds these limits
 	data := genFolder(t, 50) // 100 samples
 	for _, tt := range []struct {
 		limit   string
