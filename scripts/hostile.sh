@@ -174,6 +174,11 @@ if [ "$(id -u)" = 0 ]; then
 			"$(grep -E '^psiflow [a-z ]+: ' "$T/m" | grep -v -e 'psiflow run: in cgroup' -e '→' | tail -n1 | cut -c1-160 | sed "s|$T|T|g; s/|/\\\\|/g")"
 	}
 	memrow "cgroup run -memory-max 64MiB -- run imagefolder" env DATA="$T/big" "$P" cgroup run -memory-max 64MiB -- "$P" run -every 0 imagefolder
+	for m in 4MiB 24MiB 44MiB; do
+		memrow "cgroup run -memory-max $m -- run imagefolder (below floor + margin: refused)" env DATA="$T/big" "$P" cgroup run -memory-max $m -- "$P" run -every 0 imagefolder
+	done
+	memrow "cgroup run -memory-max 24MiB -- demo -data (refused)" "$P" cgroup run -memory-max 24MiB -- "$P" demo -data "$T/big"
+	memrow "cgroup run -memory-max 48MiB -- run imagefolder" env DATA="$T/big" "$P" cgroup run -memory-max 48MiB -- "$P" run -every 0 imagefolder
 	memrow "run -cgroup, resources.memory=96MiB" env DATA="$T/big" "$P" run -cgroup -every 0 -set resources.memory=96MiB imagefolder
 	for i in 1 2 3; do
 		memrow "cgroup run -memory-max 48MiB -- demo -data ($i)" "$P" cgroup run -memory-max 48MiB -- "$P" demo -data "$T/big"
