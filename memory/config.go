@@ -18,7 +18,7 @@ const (
 	// in flight, and the shed actions give memory back under pressure.
 	Elastic Mode = "elastic"
 	// Fixed: a 64 MiB registered read pool, a budget of a quarter of the memory limit
-	// (or the one given), no headroom and no shedding: psiflow before issue 9.
+	// (or the one given), no headroom and no shedding: psiflow before it yielded to a co-tenant.
 	Fixed Mode = "fixed"
 )
 

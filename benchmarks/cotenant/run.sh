@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The co-tenant grid of issue 9: each loader in a memory-limited cgroup next to a
+# The co-tenant grid: each loader in a memory-limited cgroup next to a
 # co-tenant ("psiflow cotenant") that ramps anonymous memory to 0, 50, 70 and 85% of the
 # limit over 5 s and holds it until the loader ends; every share in every round, the
 # loaders alternating. Variants:
 #   A  PyTorch DataLoader (benchmarks/peers/dataloader.py, Debian python3-torch)
 #   B  bin/psiflow-imagefolder -memory fixed -pressure=false -direct=false (psiflow before
-#      issue 9: fixed registered pool, no gate, buffered reads)
+#      yielding: fixed registered pool, no gate, buffered reads)
 #   C  bin/psiflow-imagefolder -memory elastic (gate and elastic memory)
 # (B and C run the same command where psiflow-imagefolder has no -memory flag yet.)
 #

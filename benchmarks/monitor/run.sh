@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The monitor's level against the memory.pressure totals (issue 9, part 3): a starving
+# The monitor's level against the memory.pressure totals: a starving
 # cgroup (a co-tenant holding most of the limit, readers looping over a file whose page
 # cache cannot fit) watched by `psiflow pressure watch`, which reports the level
 # distribution, the totals' stall shares and their agreement interval by interval.

@@ -41,7 +41,7 @@ const (
 	noGateEnv        = "PSIFLOW_LOADER_NO_GATE"
 	// policyEnv sets the loader's below-floor policy (default: pause).
 	policyEnv = "PSIFLOW_LOADER_BELOW_FLOOR"
-	// controlEnv set to "fixed" runs the test's loader as psiflow before issue 9
+	// controlEnv set to "fixed" runs the test's loader as psiflow before it yielded to a co-tenant
 	// (-memory fixed -pressure=false), by hand, to see the test fail without the
 	// elastic runtime.
 	controlEnv = "PSIFLOW_COTENANT_TEST_CONTROL"

@@ -75,7 +75,7 @@ type Config struct {
 	// Memory, 0 uses package source's own pool.
 	ReadBuffers int64
 	// Memory is the memory runtime ([memory.Elastic] by default, [memory.Fixed] for
-	// psiflow before issue 9, "" for none: a plain budget of Budget bytes). With a
+	// psiflow before it yielded to a co-tenant, "" for none: a plain budget of Budget bytes). With a
 	// runtime, Budget is the largest budget (elastic) or the budget (fixed).
 	Memory memory.Mode
 	// Pressure gates the source and its reads on the cgroup's memory pressure
