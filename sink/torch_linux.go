@@ -265,6 +265,33 @@ func (t *Torch) lost(err error) error {
 	return context.Cause(t.gone)
 }
 
+// takeSlot waits for a free slot and then for n bytes of the budget (the
+// backpressure of Consume and Lend), giving the slot back when the budget is
+// not granted. It fails when the consumer is gone or ctx ends.
+func (t *Torch) takeSlot(ctx context.Context, n int64) (int, error) {
+	var slot int
+	select {
+	case slot = <-t.free:
+	case <-t.gone.Done():
+		return 0, context.Cause(t.gone)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	actx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(t.gone, cancel)
+	err := t.budget.Acquire(actx, n)
+	stop()
+	cancel()
+	if err != nil {
+		t.free <- slot
+		if t.gone.Err() != nil {
+			return 0, context.Cause(t.gone)
+		}
+		return 0, fmt.Errorf("sink torch: budget for a batch of %d bytes: %w", n, err)
+	}
+	return slot, nil
+}
+
 // Consume copies b into a free slot and announces it, waiting while every
 // slot is in Python (backpressure). It fails when the consumer is gone:
 // [ErrConsumerClosed] when it closed on purpose.
@@ -286,26 +313,10 @@ func (t *Torch) Consume(ctx context.Context, b *tensor.Batch) error {
 	if len(b.Labels) != 0 && len(b.Labels) != len(b.Keys) {
 		return fmt.Errorf("sink torch: batch has %d keys and %d labels", len(b.Keys), len(b.Labels))
 	}
-	var slot int
-	select {
-	case slot = <-t.free:
-	case <-t.gone.Done():
-		return context.Cause(t.gone)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 	n := int64(len(raw))
-	actx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(t.gone, cancel)
-	err := t.budget.Acquire(actx, n)
-	stop()
-	cancel()
+	slot, err := t.takeSlot(ctx, n)
 	if err != nil {
-		t.free <- slot
-		if t.gone.Err() != nil {
-			return context.Cause(t.gone)
-		}
-		return fmt.Errorf("sink torch: budget for a batch of %d bytes: %w", n, err)
+		return err
 	}
 	off := int64(slot) * t.slotBytes
 	copy(t.mem[off:off+n], raw)
@@ -352,25 +363,9 @@ func (t *Torch) Lend(ctx context.Context, n int64) ([]byte, func(), error) {
 	if n > t.slotBytes || n <= 0 {
 		return nil, nil, fmt.Errorf("sink torch: a batch of %d bytes does not fit a slot (%d bytes; set SlotBytes)", n, t.slotBytes)
 	}
-	var slot int
-	select {
-	case slot = <-t.free:
-	case <-t.gone.Done():
-		return nil, nil, context.Cause(t.gone)
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
-	}
-	actx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(t.gone, cancel)
-	err := t.budget.Acquire(actx, n)
-	stop()
-	cancel()
+	slot, err := t.takeSlot(ctx, n)
 	if err != nil {
-		t.free <- slot
-		if t.gone.Err() != nil {
-			return nil, nil, context.Cause(t.gone)
-		}
-		return nil, nil, fmt.Errorf("sink torch: budget for a batch of %d bytes: %w", n, err)
+		return nil, nil, err
 	}
 	t.mu.Lock()
 	t.lent[slot] = n
