@@ -53,5 +53,5 @@ func probeCUDA(ctx context.Context) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	return true, fmt.Sprintf("%s, %s free of %s (%s)", d.Name(), bytesize.Human(mi.Free), bytesize.Human(mi.Total), d.Library())
+	return true, fmt.Sprintf("%s, %s free of %s (%s)", d.Name(), bytesize.Human(mi.Free), bytesize.Human(mi.Total), cudaLibrary(d))
 }
