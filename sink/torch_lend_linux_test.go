@@ -98,3 +98,48 @@ func TestTorchCollatesIntoSlots(t *testing.T) {
 		t.Errorf("budget in use %d after the end", b.InUse())
 	}
 }
+
+// TestTorchLateReleaseOfAnEarlierLend: the graph releases a batch after the
+// sink consumed it, and by then Python may have released the slot and the
+// slot may be lent to the next batch; that late release must leave the new
+// lend's slot and budget alone (it gave the slot back to the free list, so
+// two batches were collated into one slot at once).
+func TestTorchLateReleaseOfAnEarlierLend(t *testing.T) {
+	tr := newTorch(t, 1)
+	g := dialTorch(t, tr.Socket())
+	defer g.close()
+	ctx := context.Background()
+	const n = 3 * 2 * 2
+	bufA, releaseA, err := tr.Lend(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &tensor.Batch{Keys: []string{"a"}, Tensor: tensor.Tensor{DType: tensor.Uint8, Shape: []int{1, 3, 2, 2}, U8: bufA}}
+	if err := tr.Consume(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := g.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.T == "batch" {
+			if err := g.release(m.Slot); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	_, releaseB, err := tr.Lend(ctx, n) // waits for Python's release of the one slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseA() // the graph releases batch a only now
+	if free, inUse := len(tr.free), tr.Budget().InUse(); free != 0 || inUse != n {
+		t.Fatalf("after a late release of the slot's earlier lend: %d slots free, budget %d in use; want 0 free, %d in use", free, inUse, n)
+	}
+	releaseB()
+	if free, inUse := len(tr.free), tr.Budget().InUse(); free != 1 || inUse != 0 {
+		t.Fatalf("after the dropped lend's release: %d slots free, budget %d in use; want 1, 0", free, inUse)
+	}
+}

@@ -45,8 +45,9 @@ type Torch struct {
 	setupMu sync.Mutex // the ring is made once, by Lend or Consume
 
 	mu          sync.Mutex
-	outstanding []int64 // bytes held per slot, 0 when free
-	lent        []int64 // bytes lent per slot to a batch not yet consumed (Lend)
+	outstanding []int64  // bytes held per slot, 0 when free
+	lent        []int64  // bytes lent per slot to a batch not yet consumed (Lend)
+	lends       []uint64 // per slot, which Lend holds it: a release of an earlier lend of the slot does nothing
 	sent        int64
 	released    int64
 	peerClosed  bool
@@ -200,6 +201,7 @@ func (t *Torch) setup(n int64, what string) error {
 	t.mu.Lock()
 	t.fd, t.mem, t.slotBytes = fd, mem, size
 	t.lent = make([]int64, t.cfg.Slots)
+	t.lends = make([]uint64, t.cfg.Slots)
 	t.budget = t.cfg.Budget
 	if t.budget == nil {
 		b, err := flow.NewBudget(total)
@@ -369,12 +371,18 @@ func (t *Torch) Lend(ctx context.Context, n int64) ([]byte, func(), error) {
 	}
 	t.mu.Lock()
 	t.lent[slot] = n
+	t.lends[slot]++
+	lend := t.lends[slot]
 	t.mu.Unlock()
 	off := int64(slot) * t.slotBytes
 	return t.mem[off : off+n : off+n], func() {
 		t.mu.Lock()
-		held := t.lent[slot]
-		t.lent[slot] = 0
+		var held int64
+		if t.lends[slot] == lend {
+			// else the slot was consumed, released by Python and lent
+			// again since: that lend's batch holds it now
+			held, t.lent[slot] = t.lent[slot], 0
+		}
 		t.mu.Unlock()
 		if held != 0 { // never consumed
 			t.budget.Release(held)
