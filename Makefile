@@ -57,8 +57,11 @@ test: deps tracked-check fmt-check vet staticcheck test-rules test-cotenant test
 # The CGO_ENABLED=0 lane: everything builds without cgo, and the GPU binding's tests run
 # against the fake CUDA driver through purego alone (what the prebuilt binaries of
 # scripts/gpu-check.sh do on a GPU machine).
+# -trimpath: the same compile flags as python/setup.py's build of the wheel's binary
+# (CGO_ENABLED=0 go build -trimpath), so that python/pkgtest's pip install of the README
+# links from this build's cache instead of compiling every package a second time.
 test-nocgo: deps
-	CGO_ENABLED=0 $(GO) build ./...
+	CGO_ENABLED=0 $(GO) build -trimpath ./...
 	CGO_ENABLED=0 PSIFLOW_REQUIRE_KERNEL=1 $(GO) test -count=1 -timeout 3m ./gpu/...
 
 # The Prometheus recording and alert rules: syntax, then their unit tests.
