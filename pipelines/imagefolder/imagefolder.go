@@ -273,7 +273,7 @@ func Run(ctx context.Context, cfg Config, hooks Hooks) (sum progress.Summary, er
 	if st := source.IOStatus(); st.Reason != "" {
 		hooks.info("reader: %s (%s)", st.Backend, st.Reason)
 	} else {
-		hooks.info("reader: %s", st.Backend)
+		hooks.info("reader: %s, %s", st.Backend, st.SmallFiles())
 	}
 	if cfg.Direct {
 		if files.Len() > 0 {
