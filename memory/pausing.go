@@ -37,13 +37,28 @@ func (r *Runtime) newPause() error {
 			return fmt.Errorf("memory: %w", err)
 		}
 	}
+	return nil
+}
+
+// pauseLine is the start-up line that says when the loader pauses and resumes
+// under rep's limit and reserve (rep is zero when no sample could be taken: the
+// resume point is then the uncapped one, and said to be so). The resume point is
+// [pause.Controller.ResumeAt], what the controller resumes at.
+func (r *Runtime) pauseLine(rep pressure.HeadroomReport) string {
 	timeout := "without end (pause timeout 0)"
-	if t := pc.Config().Timeout; t > 0 {
+	if t := r.pc.Config().Timeout; t > 0 {
 		timeout = fmt.Sprintf("for at most %v", t)
 	}
-	r.info("below its floor of %s the loader pauses %s and resumes at %s",
-		bytesize.Human(r.cfg.Floor), timeout, bytesize.Human(r.cfg.Floor+pc.Config().Hysteresis))
-	return nil
+	limit, under := int64(0), " (no memory sample yet: less under a small limit)"
+	switch {
+	case rep.Limit > 0 && !rep.Limited:
+		return fmt.Sprintf("below its floor of %s the loader would pause; no cgroup memory limit here (%s), so it does not",
+			bytesize.Human(r.cfg.Floor), rep.Source)
+	case rep.Limited:
+		limit, under = rep.Limit, fmt.Sprintf(" (limit %s, reserve %s)", bytesize.Human(rep.Limit), bytesize.Human(rep.Reserve))
+	}
+	return fmt.Sprintf("below its floor of %s the loader pauses %s and resumes at %s%s",
+		bytesize.Human(r.cfg.Floor), timeout, bytesize.Human(r.pc.ResumeAt(limit, rep.Reserve)), under)
 }
 
 // pauseLocked follows one report under [PauseBelowFloor]: it pauses or resumes the

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/psiflow/psiflow/flow"
+	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pressure"
 )
@@ -261,6 +262,65 @@ func TestPauseSummary(t *testing.T) {
 	for _, tt := range tests {
 		if got := PauseSummary(tt.n, tt.d); got != tt.want {
 			t.Errorf("PauseSummary(%d, %v) = %q; want %q", tt.n, tt.d, got, tt.want)
+		}
+	}
+}
+
+// TestPauseLinesSayWhereTheControllerResumes: the start-up line and the pause line
+// name the headroom at which the loader resumes, and it is where the controller
+// does resume, also under a limit small enough to cap the hysteresis (the start-up
+// line used to add the uncapped hysteresis to the floor: 50 MiB where a 72 MiB
+// limit resumes at 48 MiB).
+func TestPauseLinesSayWhereTheControllerResumes(t *testing.T) {
+	for _, limit := range []int64{256 * mib, 72 * mib, 60 * mib} {
+		rec := &pauseRecorder{}
+		mem := &fakeMemory{at: time.Unix(1000, 0), others: 0, limit: limit}
+		rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2,
+			Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 8 * mib}, Info: rec.info, OnPause: rec.onPause})
+		if err != nil {
+			t.Fatalf("limit %d MiB: %v", limit/mib, err)
+		}
+		report := func(current int64) pressure.HeadroomReport {
+			at := mem.at.Add(10 * time.Second)
+			mem.at = at
+			return pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: at, Limit: limit, Limited: true},
+				Current: current, Allowance: current, Reserve: 8 * mib}
+		}
+		// The smallest headroom that ends a pause, found by pausing and trying.
+		lo, hi := int64(40*mib), limit-8*mib // resumes at hi, not below lo
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			rt.applyHeadroom(report(mib)) // paused (or still)
+			if !rt.Paused() {
+				t.Fatalf("limit %d MiB: not paused at 1 MiB", limit/mib)
+			}
+			rt.applyHeadroom(report(mid))
+			if rt.Paused() {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		want := bytesize.Human(lo)
+		rec.mu.Lock()
+		var start, paused string
+		for _, s := range rec.infos {
+			switch {
+			case strings.HasPrefix(s, "below its floor"):
+				start = s
+			case strings.HasPrefix(s, "paused:") && paused == "":
+				paused = s
+			}
+		}
+		rec.mu.Unlock()
+		if !strings.Contains(start, "resumes at "+want+" (limit ") {
+			t.Errorf("limit %d MiB: the controller resumes at %s; start-up line %q", limit/mib, want, start)
+		}
+		if !strings.Contains(paused, "no reads until it leaves "+want+";") {
+			t.Errorf("limit %d MiB: the controller resumes at %s; pause line %q", limit/mib, want, paused)
+		}
+		if err := rt.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -162,10 +162,15 @@ func New(cfg Config) (_ *Runtime, err error) {
 	}
 	if r.head != nil {
 		// A first sample now: the first graph starts with the right budget.
-		if rep, err := r.head.Update(); err == nil {
-			r.applyHeadroom(rep)
-		} else {
+		rep, err := r.head.Update()
+		if err != nil {
 			r.info("headroom: %v (budget stays at %s until a sample succeeds)", err, bytesize.Human(budget))
+		}
+		if r.pc != nil {
+			r.info("%s", r.pauseLine(rep))
+		}
+		if err == nil {
+			r.applyHeadroom(rep)
 		}
 	}
 	return r, nil

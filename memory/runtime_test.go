@@ -169,6 +169,7 @@ type fakeMemory struct {
 	mu     sync.Mutex
 	others int64
 	self   int64 // 0: 10 MiB
+	limit  int64 // 0: 256 MiB
 	at     time.Time
 }
 
@@ -192,7 +193,11 @@ func (f *fakeMemory) read() (pressure.MemorySample, error) {
 	if self == 0 {
 		self = 10 * mib
 	}
-	return pressure.MemorySample{At: f.at, Limit: 256 * mib, Limited: true, Unreclaimable: f.others + self, Self: self}, nil
+	limit := f.limit
+	if limit == 0 {
+		limit = 256 * mib
+	}
+	return pressure.MemorySample{At: f.at, Limit: limit, Limited: true, Unreclaimable: f.others + self, Self: self}, nil
 }
 
 func TestRuntimeBudgetFollowsHeadroomAndLevels(t *testing.T) {

@@ -79,6 +79,10 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 			return 0
 		}
 		fmt.Fprintf(stderr, "psiflow %s: %v\n", c.name, err)
+		var st *exitStatusError
+		if errors.As(err, &st) {
+			return st.code
+		}
 		if errors.Is(err, errUsage) {
 			return 2
 		}
@@ -89,6 +93,16 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 	}
 	return 0
 }
+
+// exitStatusError is a command's failure that carries the exit status psiflow ends
+// with: that of a command a launcher ran (passed through as timeout and env do).
+type exitStatusError struct {
+	code int
+	err  error
+}
+
+func (e *exitStatusError) Error() string { return e.err.Error() }
+func (e *exitStatusError) Unwrap() error { return e.err }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "psiflow: AI-training data loading that slows down before the OOM killer acts.")

@@ -162,7 +162,7 @@ func (c *Controller) Config() Config { return c.cfg }
 func (c *Controller) Observe(r Reading) (Event, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ev := Event{Reading: r, Floor: c.cfg.Floor, Hysteresis: c.hysteresis(r), Timeout: c.cfg.Timeout}
+	ev := Event{Reading: r, Floor: c.cfg.Floor, Hysteresis: c.hysteresis(r.Limit, r.Reserve), Timeout: c.cfg.Timeout}
 	switch {
 	case !c.paused && r.Current < c.cfg.Floor:
 		c.paused, c.since, c.timedOut = true, r.At, false
@@ -184,16 +184,25 @@ func (c *Controller) Observe(r Reading) (Event, bool) {
 	return Event{}, false
 }
 
-// hysteresis is the margin a resume waits for under reading r: the configured
-// one, but at most half of what lies between the floor and the most the limit
-// could ever leave the loader (limit − reserve, nothing else in the cgroup), so
-// that under a small limit a pause can end at all; 0 when the limit cannot
-// even hold the floor.
-func (c *Controller) hysteresis(r Reading) int64 {
-	if r.Limit <= 0 {
+// ResumeAt is what the cgroup must leave a paused loader, under limit and reserve,
+// for [Controller.Observe] to resume it: the floor plus the hysteresis, the
+// hysteresis capped as Observe caps it. A limit of 0 or less (unknown) leaves the
+// configured hysteresis. Messages that name the resume point use it, so that they
+// say what the controller does.
+func (c *Controller) ResumeAt(limit, reserve int64) int64 {
+	return c.cfg.Floor + c.hysteresis(limit, reserve)
+}
+
+// hysteresis is the margin a resume waits for under limit and reserve: the
+// configured one, but at most half of what lies between the floor and the most
+// the limit could ever leave the loader (limit − reserve, nothing else in the
+// cgroup), so that under a small limit a pause can end at all; 0 when the limit
+// cannot even hold the floor.
+func (c *Controller) hysteresis(limit, reserve int64) int64 {
+	if limit <= 0 {
 		return c.cfg.Hysteresis
 	}
-	return min(c.cfg.Hysteresis, max(0, (r.Limit-r.Reserve-c.cfg.Floor)/2))
+	return min(c.cfg.Hysteresis, max(0, (limit-reserve-c.cfg.Floor)/2))
 }
 
 // Paused reports whether the loader is paused now.
