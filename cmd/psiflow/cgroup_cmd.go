@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -38,8 +39,27 @@ const (
 	maxPids   = 1 << 22 // the kernel's PID_MAX_LIMIT
 )
 
+const cgroupRunUsage = `Usage: psiflow cgroup run [flags] -- command [args...]
+
+Runs command in a new cgroup (psiflow/<name>) with the limits given, as its
+subreaper; forwards SIGTERM, SIGINT and SIGHUP to it and kills every process in
+the group if it has not exited -grace after the first; removes the group and
+prints its usage and events when the command ends.
+
+Exit status: the command's own (as timeout and env pass it through); 128 plus
+the signal's number when a signal killed it (137 when the group was killed after
+the grace period); 127 when the command cannot be found or executed; 2 for bad
+flags; 1 when the group cannot be made or set up.
+
+Flags:
+`
+
 func runCgroupRun(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("cgroup run", stdout)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), cgroupRunUsage)
+		fs.PrintDefaults()
+	}
 	name := fs.String("name", "", "group name under psiflow/ (default run-<pid>)")
 	memMax := flagval.Size(fs, "memory-max", flagval.None, flagval.None, maxMemory, "hard memory limit (e.g. 8GiB; max for none)")
 	memHigh := flagval.Size(fs, "memory-high", flagval.None, flagval.None, maxMemory, "memory throttling limit (v2 memory.high; v1 soft limit; max for none)")
@@ -169,6 +189,10 @@ func runInGroup(ctx context.Context, stdout io.Writer, g *cgroup.Group, argv []s
 	gc := prepareGroupedCommand("cgroup run", g, cmd, grace)
 	start := time.Now()
 	if err := gc.start(); err != nil {
+		var pe *fs.PathError
+		if errors.Is(err, exec.ErrNotFound) || errors.As(err, &pe) && pe.Op == "fork/exec" {
+			return &exitStatusError{code: 127, err: err} // as env says it (the blocked start's trampoline too)
+		}
 		return err
 	}
 	child := cmd.Process.Pid

@@ -36,8 +36,13 @@ func TestCgroupRun(t *testing.T) {
 		minOOM int
 	}{
 		{"ok", []string{"cgroup", "run", "-memory-max", "256MiB", "-cpus", "1", "-pids-max", "64", "-cpu-weight", "200", "--", "/bin/sh", "-c", "echo hello"}, 0, "hello\ncgroup psiflow/test-TestCgroupRun_ok-", "", 0},
-		{"exit status", []string{"cgroup", "run", "--", "/bin/sh", "-c", "exit 3"}, 1, "oom kills 0", "exit status 3", 0},
-		{"oom", []string{"cgroup", "run", "-memory-max", "32MiB", "--", "/bin/sh", "-c", "x=$(head -c 100000000 /dev/zero | tr '\\0' a); echo done"}, 1, "oom kills ", "killed", 1},
+		// The command's exit status is psiflow's, as timeout and env pass it through.
+		{"exit status", []string{"cgroup", "run", "--", "/bin/sh", "-c", "exit 3"}, 3, "oom kills 0", "exit status 3", 0},
+		{"exit status 255", []string{"cgroup", "run", "--", "/bin/sh", "-c", "exit 255"}, 255, "oom kills 0", "exit status 255", 0},
+		{"killed by a signal: 128+signal", []string{"cgroup", "run", "--", "/bin/sh", "-c", "kill -TERM $$"}, 128 + 15, "oom kills 0", "signal: terminated", 0},
+		{"not found", []string{"cgroup", "run", "--", "psiflow-no-such-command"}, 127, "", "executable file not found", 0},
+		{"not executable", []string{"cgroup", "run", "--", "/dev/null"}, 127, "", "/dev/null", 0},
+		{"oom", []string{"cgroup", "run", "-memory-max", "32MiB", "--", "/bin/sh", "-c", "x=$(head -c 100000000 /dev/zero | tr '\\0' a); echo done"}, 128 + 9, "oom kills ", "killed", 1},
 		{"no command", []string{"cgroup", "run", "-memory-max", "1GiB"}, 2, "", "no command", 0},
 		{"bad size", []string{"cgroup", "run", "-memory-max", "lots", "--", "/bin/true"}, 2, "", "size \"lots\"", 0},
 		{"bad adaptive", []string{"cgroup", "run", "-adaptive-cpus", "2", "--", "/bin/true"}, 2, "", "MIN:MAX", 0},

@@ -161,17 +161,42 @@ func (gc *groupedCommand) supervise(ctx context.Context, exited <-chan struct{},
 
 // err turns the command's wait error and the stop report into the launcher's result:
 // nil when the command exited with status 0 (after a forwarded signal too: it stopped
-// as asked), else an error naming the group and what ended the command.
+// as asked), else an error naming the group and what ended the command that carries
+// the command's exit status (see [commandStatus]) when it has one.
 func (rep stopReport) err(g *cgroup.Group, argv0 string, waitErr error) error {
+	var err error
 	switch {
 	case rep.killed:
-		return fmt.Errorf("%s in cgroup %s did not exit within the grace period after %s: killed (%v)", argv0, g.Name(), signalName(rep.signal), errors.Join(waitErr, rep.killErr))
+		err = fmt.Errorf("%s in cgroup %s did not exit within the grace period after %s: killed (%v)", argv0, g.Name(), signalName(rep.signal), errors.Join(waitErr, rep.killErr))
 	case rep.signal != nil && waitErr != nil:
-		return fmt.Errorf("%s in cgroup %s stopped %v after %s: %w", argv0, g.Name(), rep.after.Round(time.Millisecond), signalName(rep.signal), waitErr)
+		err = fmt.Errorf("%s in cgroup %s stopped %v after %s: %w", argv0, g.Name(), rep.after.Round(time.Millisecond), signalName(rep.signal), waitErr)
 	case waitErr != nil:
-		return fmt.Errorf("%s in cgroup %s: %w", argv0, g.Name(), waitErr)
+		err = fmt.Errorf("%s in cgroup %s: %w", argv0, g.Name(), waitErr)
+	default:
+		return nil
 	}
-	return nil
+	if code, ok := commandStatus(waitErr); ok {
+		return &exitStatusError{code: code, err: err}
+	}
+	return err
+}
+
+// commandStatus is the exit status a launcher ends with for a command that ended
+// with waitErr: the command's own status, or 128 plus the signal's number when a
+// signal killed it (as a shell, timeout and env report it). ok is false when waitErr
+// does not say how the command ended (nil, or a wait that failed).
+func commandStatus(waitErr error) (code int, ok bool) {
+	var ee *exec.ExitError
+	if !errors.As(waitErr, &ee) {
+		return 0, false
+	}
+	if ws, isWS := ee.Sys().(syscall.WaitStatus); isWS && ws.Signaled() {
+		return 128 + int(ws.Signal()), true
+	}
+	if c := ee.ExitCode(); c >= 0 {
+		return c, true
+	}
+	return 0, false
 }
 
 // signalCancelled reports whether ctx was cancelled by signal.NotifyContext (its
