@@ -170,3 +170,52 @@ func copyFile(src, dst string) error {
 	}
 	return out.Close()
 }
+
+// ProgramTextResident counts what smaps says the program's read-only file
+// mappings hold resident (Rss of each), within what faults in between the reads.
+func TestProgramTextResident(t *testing.T) {
+	got, err := ProgramTextResident()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges, err := programMappings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, size int64
+	in := false
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			in = false
+			lo, hi, _ := strings.Cut(f[0], "-")
+			start, _ := strconv.ParseUint(lo, 16, 64)
+			end, _ := strconv.ParseUint(hi, 16, 64)
+			for _, r := range ranges {
+				if uint64(r.Start) == start && uint64(r.End) == end {
+					in = true
+					size += int64(r.End - r.Start)
+				}
+			}
+			continue
+		}
+		if in && f[0] == "Rss:" {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			want += v << 10
+		}
+	}
+	t.Logf("program text resident: %d KiB by pagemap, %d KiB by smaps, of %d KiB mapped", got>>10, want>>10, size>>10)
+	if want <= 0 || size <= 0 {
+		t.Fatalf("smaps names no resident program mapping (%d of %d bytes)", want, size)
+	}
+	if got <= 0 || got > size || got < want-(1<<20) || got > want+(1<<20) {
+		t.Fatalf("ProgramTextResident = %d bytes; smaps says %d resident of %d mapped", got, want, size)
+	}
+}
