@@ -139,6 +139,9 @@ func (r *runState) openCache(p *Pipeline, rt *memory.Runtime) error {
 		c.SetLimit(min(bound, max(0, (rep.Allowance-rep.Budget)/2)))
 	})
 	r.info(fmt.Sprintf("sample cache: %s samples in preemptible memory, up to %s (%s); given back first under pressure", mode, bytesize.Human(limit), how))
+	if r.hooks.OnCache != nil {
+		r.hooks.OnCache(c)
+	}
 	return nil
 }
 

@@ -43,6 +43,7 @@
 //
 // Readers, decoders and graphs belong to packages source, stage/decode and flow;
 // the pressure gate, metrics and cgroups are passed in by the caller through
-// [Hooks] (cmd/psiflow does this for "psiflow run"). The Go image-folder pipeline
-// is package pipelines/imagefolder; summaries are package pipelines/progress.
+// [Hooks] (cmd/psiflow does this for "psiflow run"). Presets are spec builders
+// above this package (pipelines/imagefolder: the shipped image pipeline with
+// overrides); summaries are package pipelines/progress.
 package pipelines

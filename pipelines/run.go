@@ -18,6 +18,7 @@ import (
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/stage/decode"
 	"github.com/psiflow/psiflow/tensor"
+	"github.com/psiflow/psiflow/uma/umacache"
 )
 
 // Hooks let the caller add to a run: a Go consumer of the batches, graph
@@ -52,6 +53,10 @@ type Hooks struct {
 	// Runtime, when set, is called with the memory runtime once it is made (to
 	// report its pressure levels and shed actions, or to register more of them).
 	Runtime func(*memory.Runtime)
+	// OnCache, when set, receives the sample cache (resources.cache) once it is
+	// made, before the first graph runs: to read its statistics, or to ask the
+	// kernel to take entries back (tests of reclaim).
+	OnCache func(*umacache.Cache)
 	// Sink, when set, is told of every sink a sink kind opens, once per run,
 	// before anything is sent to it (psiflow serve sends its plan messages
 	// through the torch sink and reports its counts).

@@ -8,7 +8,7 @@
 // # The contract
 //
 // Every sink is a [Sink]: Consume is called with each [tensor.Batch] from one
-// goroutine (a flow.Sink's function, or imagefolder's Hooks.Consume) and must be
+// goroutine (a flow.Sink's function, or pipelines.Hooks.Batches) and must be
 // done with the batch's memory when it returns, because the graph releases the
 // batch then; Close ends the sink, telling a remote consumer why (a nil cause is
 // a clean end) and returning what failed. Close is safe to call more than once

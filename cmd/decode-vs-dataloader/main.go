@@ -13,6 +13,7 @@ import (
 
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
+	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/tensor"
@@ -64,7 +65,8 @@ func runLoader(ctx context.Context, args []string) error {
 	return err
 }
 
-// load runs the shipped image-folder pipeline (package pipelines/imagefolder):
+// load runs the shipped image-folder pipeline (the preset pipelines/imagefolder,
+// run by pipelines.Run under its default elastic memory runtime):
 // read → decode → Resize → CenterCrop → batch → collate, one epoch.
 func load(ctx context.Context, em *protocol.Emitter, data string, workers, batch, size, crop int, budget int64, memFrac float64) error {
 	if lim, _, err := cgroup.SelfMemoryLimit(); err == nil && lim > 0 && lim < 1<<50 && memFrac > 0 {
@@ -72,14 +74,16 @@ func load(ctx context.Context, em *protocol.Emitter, data string, workers, batch
 		// ahead of the cgroup (the rest is read buffers and page cache).
 		debug.SetMemoryLimit(int64(float64(lim) * memFrac))
 	}
-	cfg := imagefolder.DefaultConfig(data)
-	cfg.Workers, cfg.BatchSize, cfg.Resize, cfg.Crop, cfg.Budget = workers, batch, size, crop, budget
-	cfg.Readers, cfg.Queue = 1, 8
-	cfg.ReadBuffers = 0 // the reader's own buffer pool, as the DataLoader peer has no UMA
-	_, err := imagefolder.Run(ctx, cfg, imagefolder.Hooks{
+	p, err := imagefolder.New(data, fmt.Sprintf("decode.workers=%d", workers), fmt.Sprintf("batch.size=%d", batch),
+		fmt.Sprintf("decode.resize=%d", size), fmt.Sprintf("decode.center_crop=%d", crop), fmt.Sprintf("resources.budget=%d", budget),
+		"read.readers=1", "resources.queue=8")
+	if err != nil {
+		return err
+	}
+	_, err = pipelines.Run(ctx, p, pipelines.Hooks{
 		Info: func(line string) { fmt.Fprintln(os.Stderr, "decode-vs-dataloader:", line) },
-		Consume: func(_ context.Context, b *tensor.Batch) error {
-			return em.Batch(len(b.Keys)) // the graph releases b when this returns
+		Batches: func(_ context.Context, b *tensor.Batch) error {
+			return em.Batch(len(b.Keys)) // the graph releases b after the sink
 		},
 	})
 	return err

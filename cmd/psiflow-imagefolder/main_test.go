@@ -19,8 +19,6 @@ import (
 	"github.com/psiflow/psiflow/reexec"
 
 	"github.com/psiflow/psiflow/internal/harness/protocol"
-	"github.com/psiflow/psiflow/memory"
-	"github.com/psiflow/psiflow/memory/pause"
 )
 
 func TestMain(m *testing.M) {
@@ -237,43 +235,5 @@ func TestParseArgsDefaults(t *testing.T) {
 	}
 	if !c.p.Source.Config.Bool("shuffle") || c.p.Source.Config.Int("seed") != 7 || c.p.Stages[0].Config.Int("seed") != 7 {
 		t.Errorf("-shuffle -seed 7: source shuffle %v seed %d, decode seed %d", c.p.Source.Config.Bool("shuffle"), c.p.Source.Config.Int("seed"), c.p.Stages[0].Config.Int("seed"))
-	}
-}
-
-// TestParseArgsBelowFloor: the loader pauses below its floor by default, for at
-// most 10 minutes; -pause-timeout 0 waits without end and needs -below-floor pause.
-func TestParseArgsBelowFloor(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    []string
-		policy  memory.FloorPolicy
-		timeout time.Duration
-		err     string
-	}{
-		{name: "default", policy: memory.PauseBelowFloor, timeout: pause.DefaultTimeout},
-		{name: "timeout", args: []string{"-pause-timeout", "30s"}, policy: memory.PauseBelowFloor, timeout: 30 * time.Second},
-		{name: "forever", args: []string{"-pause-timeout", "0"}, policy: memory.PauseBelowFloor, timeout: pause.Forever},
-		{name: "stop", args: []string{"-below-floor", "stop"}, policy: memory.StopBelowFloor, timeout: pause.DefaultTimeout},
-		{name: "run", args: []string{"-below-floor", "run"}, policy: memory.RunAtFloor, timeout: pause.DefaultTimeout},
-		{name: "timeout with stop", args: []string{"-below-floor", "stop", "-pause-timeout", "1m"}, err: "-pause-timeout needs -below-floor pause"},
-		{name: "bad policy", args: []string{"-below-floor", "wait"}, err: `flag -below-floor`},
-		{name: "negative", args: []string{"-pause-timeout", "-1s"}, err: "pause-timeout"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := parseArgs(append([]string{"-data", "x"}, tt.args...))
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error %v; want one containing %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r := c.p.Resource; r.BelowFloor != tt.policy || r.PauseTimeout != tt.timeout {
-				t.Fatalf("policy %q timeout %v; want %q, %v", r.BelowFloor, r.PauseTimeout, tt.policy, tt.timeout)
-			}
-		})
 	}
 }

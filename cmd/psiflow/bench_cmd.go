@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -47,7 +48,11 @@ A spec file is JSON: {"loaders":[{"name":"dataloader","argv":["/usr/bin/python3"
 
 Without -cold or -warm the page cache is left as earlier runs left it; a loader that
 drops its files' cache after reading (psiflow's reader does) then makes the next run
-cold. A file read for the first time is charged to the cgroup that read it.
+cold. A file read for the first time is charged to the cgroup that read it. That holds
+for a runtime's libraries too (torch's are hundreds of MiB), and a host may evict them
+between runs: -prewarm runs a command that reads them (e.g. a script that imports torch)
+before each run, outside the run's cgroup, so every run starts with them cached and
+none is charged for them.
 
 With -cotenant, each round also runs every loader next to a co-tenant, the stand-in
 for a trainer sharing its memory limit: "psiflow cotenant", started in the same cgroup
@@ -102,6 +107,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	warmup := flagval.Int(fs, "warmup", 3, 0, 1<<20, "leading batches left out of samples/s and latency")
 	cold := fs.Bool("cold", false, "drop the page cache of the -data files before each run (fadvise DONTNEED); their cache is then charged to the run")
 	warm := fs.Bool("warm", false, "read the -data files into the page cache before each run, outside the run's cgroup (so the run's peak excludes it)")
+	prewarm := fs.String("prewarm", "", "a command (split at spaces, {data} replaced) run before each run outside the run's cgroup, so that the files it reads (a runtime's libraries, as a script that imports torch reads them) are cached and charged to the harness, the same for every run; no shell quoting")
 	baseline := fs.String("baseline", "", "loader the others are compared to (default: the first)")
 	spec := fs.String("spec", "", "JSON file with the loaders (instead of the command line)")
 	jsonOut := fs.String("json", "", "also write the full report (every run) as JSON to this file")
@@ -187,6 +193,15 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		if opts.Data, err = harness.DataFiles(*data); err != nil {
 			return err
+		}
+	}
+	if *prewarm != "" {
+		opts.Prewarm = strings.Fields(strings.ReplaceAll(*prewarm, "{data}", *data))
+		if strings.Contains(*prewarm, "{data}") && *data == "" {
+			return fmt.Errorf("%w: -prewarm uses {data} but -data is not set", errUsage)
+		}
+		if _, err := exec.LookPath(opts.Prewarm[0]); err != nil {
+			return fmt.Errorf("%w: -prewarm: %v", errUsage, err)
 		}
 	}
 	if *loaderStderr {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"syscall"
 
@@ -74,6 +75,14 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 		usage(stderr)
 		return 2
 	}
+	if path := os.Getenv(cpuProfileEnv); path != "" {
+		stopProfile, err := startCPUProfile(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "psiflow %s: %s: %v\n", c.name, cpuProfileEnv, err)
+			return 1
+		}
+		defer stopProfile(stderr)
+	}
 	if err := c.run(ctx, stdout, rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -99,6 +108,29 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 		return 1
 	}
 	return 0
+}
+
+// cpuProfileEnv names the environment variable that makes any command write a CPU
+// profile of its run (runtime/pprof) to the file it names, for `go tool pprof`.
+const cpuProfileEnv = "PSIFLOW_CPUPROFILE"
+
+// startCPUProfile starts a CPU profile written to path; the function it returns stops
+// it and closes the file, reporting a failure on w.
+func startCPUProfile(path string) (func(w io.Writer), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func(w io.Writer) {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(w, "psiflow: %s: %v\n", cpuProfileEnv, err)
+		}
+	}, nil
 }
 
 // exitStatusError is a command's failure that carries the exit status psiflow ends
@@ -190,6 +222,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-16s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'psiflow <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "With "+cpuProfileEnv+"=FILE in the environment, a command writes a CPU profile of its run to FILE (go tool pprof).")
 }
 
 // newFlagSet returns a flag set for a subcommand that reports errors instead of exiting.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -109,5 +111,30 @@ func TestMetricsEndpointServesGraphMetrics(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(body), `psiflow_stage_items_out_total{graph="scraped",kind="source",stage="src"} 3`) {
 		t.Fatalf("scrape of %s:\n%s", ms.URL(), body)
+	}
+}
+
+// TestCPUProfileEnv checks that PSIFLOW_CPUPROFILE makes a command write a profile
+// (gzip-compressed protobuf, as runtime/pprof writes it), and that a file that cannot
+// be created fails the command, naming the variable.
+func TestCPUProfileEnv(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cpu.pprof")
+	t.Setenv(cpuProfileEnv, path)
+	var out bytes.Buffer
+	if code := dispatch(context.Background(), &out, &out, []string{"gen", "jpeg", "-out", filepath.Join(dir, "img"), "-n", "4", "-width", "64", "-height", "48"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile %s: %d bytes, not gzip", path, len(b))
+	}
+	t.Setenv(cpuProfileEnv, filepath.Join(dir, "missing", "cpu.pprof"))
+	out.Reset()
+	if code := dispatch(context.Background(), &out, &out, []string{"gen", "jpeg", "-out", filepath.Join(dir, "img2"), "-n", "1"}); code != 1 || !strings.Contains(out.String(), cpuProfileEnv) {
+		t.Fatalf("exit %d, want 1 naming %s: %s", code, cpuProfileEnv, out.String())
 	}
 }

@@ -3,7 +3,6 @@ package frontend
 import (
 	"flag"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -11,24 +10,19 @@ import (
 	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines"
+	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/source"
 )
 
 // SpecFile is the shipped pipeline file the flags override.
-const SpecFile = "imagefolder.yaml"
+const SpecFile = imagefolder.File
 
-// Spec parses the shipped image pipeline with the overrides ("key=value", as
-// psiflow run -set takes them). The environment is not read: ${DATA} and
-// ${EPOCHS} take the file's defaults, so a front-end's flags alone decide.
+// Spec is the image-folder preset (imagefolder.New) with the overrides
+// ("key=value", as psiflow run -set takes them). The environment is not read:
+// ${DATA} and ${EPOCHS} take the file's defaults, so a front-end's flags alone
+// decide.
 func Spec(overrides []string) (*pipelines.Pipeline, error) {
-	data, err := fs.ReadFile(pipelines.Shipped(), SpecFile)
-	if err != nil {
-		return nil, err
-	}
-	return pipelines.Parse("pipelines/"+SpecFile, data, pipelines.Options{
-		Set: overrides,
-		Env: func(string) (string, bool) { return "", false },
-	})
+	return imagefolder.New("", overrides...)
 }
 
 // binding ties one flag to the keys of the pipeline file it overrides.

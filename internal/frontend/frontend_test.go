@@ -6,7 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines"
 )
 
@@ -138,7 +141,6 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 		want string
 	}{
 		{[]string{"-rank", "2", "-world-size", "2"}, "rank 2 of world size 2 is out of range"},
-		{[]string{"-below-floor", "run", "-pause-timeout", "1m"}, "-pause-timeout needs -below-floor pause"},
 		{[]string{"-set", "decode.colour=1"}, "colour"},
 	} {
 		if _, err := parse(t, tc.args...).Pipeline(); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -164,4 +166,60 @@ func mustKind(t *testing.T, name string) *pipelines.Kind {
 		t.Fatalf("no kind %s", name)
 	}
 	return k
+}
+
+// TestBelowFloorFlags: the image front-ends (demo -data, serve, which the
+// Python loader starts, and psiflow-imagefolder share these flags) pause below
+// the floor by default, for at most 10 minutes; -pause-timeout 0 waits without
+// end; -pause-timeout with another policy, an unknown policy and a negative
+// timeout are refused, naming the flag.
+func TestBelowFloorFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		policy  memory.FloorPolicy
+		timeout time.Duration
+		err     string // from the flag itself
+		pipeErr string // from Pipeline
+	}{
+		{name: "default", policy: memory.PauseBelowFloor, timeout: pause.DefaultTimeout},
+		{name: "timeout", args: []string{"-pause-timeout", "90s"}, policy: memory.PauseBelowFloor, timeout: 90 * time.Second},
+		{name: "forever", args: []string{"-pause-timeout", "0"}, policy: memory.PauseBelowFloor, timeout: pause.Forever},
+		{name: "stop", args: []string{"-below-floor", "stop"}, policy: memory.StopBelowFloor, timeout: pause.DefaultTimeout},
+		{name: "run", args: []string{"-below-floor", "run"}, policy: memory.RunAtFloor, timeout: pause.DefaultTimeout},
+		{name: "timeout with run", args: []string{"-below-floor", "run", "-pause-timeout", "1m"}, pipeErr: "-pause-timeout needs -below-floor pause, not run"},
+		{name: "timeout with stop", args: []string{"-below-floor", "stop", "-pause-timeout", "1m"}, pipeErr: "-pause-timeout needs -below-floor pause, not stop"},
+		{name: "unknown", args: []string{"-below-floor", "sleep"}, err: `invalid value "sleep" for flag -below-floor`},
+		{name: "negative", args: []string{"-pause-timeout", "-1s"}, err: "flag -pause-timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			f := Register(fs)
+			err := fs.Parse(append([]string{"-data", "d"}, tt.args...))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("parse: %v; want an error containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := f.Pipeline()
+			if tt.pipeErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.pipeErr) {
+					t.Fatalf("Pipeline: %v; want an error containing %q", err, tt.pipeErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := p.Resource; r.BelowFloor != tt.policy || r.PauseTimeout != tt.timeout {
+				t.Fatalf("policy %q timeout %v; want %q, %v", r.BelowFloor, r.PauseTimeout, tt.policy, tt.timeout)
+			}
+		})
+	}
 }

@@ -1,13 +1,18 @@
 package harness
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 )
 
 // DataFiles returns the regular files under dir (recursively, symbolic links not
@@ -53,4 +58,36 @@ func WarmCache(paths []string) error {
 		}
 	}
 	return nil
+}
+
+// Prewarm runs argv to its end in the caller's cgroup (see Options.Prewarm), within
+// timeout (none when it is zero or less). A command that cannot start, fails or runs
+// past timeout is an error naming it, with the end of its standard error.
+func Prewarm(ctx context.Context, argv []string, timeout time.Duration) error {
+	if len(argv) == 0 {
+		return fmt.Errorf("harness: prewarm: empty command")
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil && timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("did not end within %v", timeout)
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if len(msg) > stderrTail {
+		msg = "…" + msg[len(msg)-stderrTail:]
+	}
+	if msg != "" {
+		return fmt.Errorf("harness: prewarm %q: %w: %s", strings.Join(argv, " "), err, msg)
+	}
+	return fmt.Errorf("harness: prewarm %q: %w", strings.Join(argv, " "), err)
 }

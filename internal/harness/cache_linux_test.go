@@ -3,9 +3,13 @@
 package harness
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -93,5 +97,78 @@ func unwrapAll(err error) error {
 			return err
 		}
 		err = u.Unwrap()
+	}
+}
+
+// TestRunPrewarm checks that a file the prewarm command reads is not charged to the run
+// that reads it next, while the same run without it pays for the file's pages.
+func TestRunPrewarm(t *testing.T) {
+	o := testOptions(t)
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		t.Skipf("%s is on tmpfs, whose pages are the file and cannot be dropped", dir)
+	}
+	const size = 48 << 20
+	lib := filepath.Join(dir, "lib.so")
+	if err := os.WriteFile(lib, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reader := fake("reader", "read")
+	reader.Argv = append(reader.Argv, lib)
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Skipf("no cat to prewarm with: %v", err)
+	}
+	prewarm := []string{cat, lib}
+	for _, tc := range []struct {
+		name             string
+		prewarm          []string
+		minPeak, maxPeak int64
+	}{
+		{"without", nil, size * 9 / 10, 1 << 40},
+		{"with", prewarm, 0, size / 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Cold files: nothing of lib is cached when the prewarm (if any) starts.
+			if err := DropCache([]string{lib}); err != nil {
+				t.Fatal(err)
+			}
+			o := o
+			o.Prewarm = tc.prewarm
+			res, err := Run(context.Background(), reader, o)
+			skipNoMemoryController(t, err)
+			assertRemoved(t, res.Group)
+			if res.Outcome != Finished {
+				t.Fatalf("outcome %s (%s), want finished", res.Outcome, res.Detail)
+			}
+			if res.PeakBytes < tc.minPeak || res.PeakBytes > tc.maxPeak {
+				t.Errorf("peak %d MiB (%s), want between %d and %d MiB for a %d MiB file", res.PeakBytes>>20, res.PeakSource,
+					tc.minPeak>>20, tc.maxPeak>>20, size>>20)
+			}
+		})
+	}
+}
+
+func TestPrewarmFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv []string
+		want string
+	}{
+		{"empty", nil, "empty command"},
+		{"missing", []string{"/nonexistent/prewarm"}, "/nonexistent/prewarm"},
+		{"status", []string{"sh", "-c", "echo no torch >&2; exit 3"}, "no torch"},
+		{"timeout", []string{"sleep", "10"}, "did not end within"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Prewarm(context.Background(), tc.argv, 200*time.Millisecond)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Prewarm(%q) = %v, want an error containing %q", tc.argv, err, tc.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -29,6 +30,7 @@ import (
 //	              touches MIB MiB, and fail when it dies
 //	keys:SPEC     batches of keys from SPEC ("a,b|c" is two batches), then done
 //	pause:S       a batch, a pause event, S seconds later a resume, a batch, done
+//	read          read the file named by the first argument after -test.run, a batch, done
 //
 // With envOOMAdj set, the child first writes it to /proc/self/oom_score_adj (1000: the
 // OOM killer's first choice).
@@ -120,6 +122,19 @@ func childMain(mode string) int {
 		fmt.Printf(`{"event":"resume","t":%g}`+"\n", 1+arg(1))
 		fmt.Printf(`{"event":"batch","n":1,"t":%g}`+"\n", 1.5+arg(1))
 		fmt.Printf(`{"event":"done","samples":2,"t":%g}`+"\n", 2+arg(1))
+		return 0
+	case "read":
+		f, err := os.Open(os.Args[2])
+		if err == nil {
+			_, err = io.Copy(io.Discard, f) // through a small buffer: only the file's pages are charged
+			f.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(`{"event":"batch","n":1,"t":0.5}`)
+		fmt.Println(`{"event":"done","samples":1,"t":0.6}`)
 		return 0
 	case "cotenant":
 		if err := CoTenantMain(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {

@@ -82,7 +82,9 @@ type Report struct {
 	Cold     bool          `json:"cold"`
 	Warm     bool          `json:"warm"`
 	Baseline string        `json:"baseline"`
-	Loaders  []Loader      `json:"loaders"`
+	// Prewarm repeats Options.Prewarm: the command run before each run.
+	Prewarm []string `json:"prewarm,omitempty"`
+	Loaders []Loader `json:"loaders"`
 	// Runs are every run in the order they ran.
 	Runs []Result `json:"runs"`
 	// Summaries are one per loader, limit and share, in plan order.
@@ -157,7 +159,7 @@ func Compare(ctx context.Context, p Plan, progress func(Result)) (*Report, error
 	rep := &Report{
 		Date: time.Now(), Host: host, CPUs: runtime.NumCPU(), Rounds: rounds,
 		Warmup: p.Options.Warmup, Timeout: timeout, Cold: p.Options.Cold, Warm: p.Options.Warm && !p.Options.Cold,
-		Baseline: p.Baseline, Loaders: p.Loaders, Shapes: cells,
+		Baseline: p.Baseline, Loaders: p.Loaders, Shapes: cells, Prewarm: p.Options.Prewarm,
 	}
 	for _, c := range cells {
 		rep.Shares = append(rep.Shares, c.Share)

@@ -60,6 +60,14 @@ type Options struct {
 	Warm bool
 	// Data lists the dataset's files, for Cold and Warm.
 	Data []string
+	// Prewarm, if set, is a command (program and arguments) run to its end before each
+	// run, outside the run's cgroup (in the harness's), after Cold or Warm: the files it
+	// reads (a runtime's shared libraries and modules, as "python3 -c 'import torch'"
+	// reads) are then in the page cache, charged to the harness's cgroup, and every
+	// loader that maps them starts from the same state. Without it a run's peak holds
+	// those pages only when the host evicted them since the last run, which varies with
+	// the order of runs and the host's reclaim. Its standard output is discarded.
+	Prewarm []string
 	// SampleInterval is how often memory.current is sampled (DefaultSampleInterval when
 	// zero).
 	SampleInterval time.Duration

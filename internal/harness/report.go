@@ -142,6 +142,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	case r.Warm:
 		cache = "warm (data read into the page cache, outside the run's cgroup, before each run)"
 	}
+	if len(r.Prewarm) > 0 {
+		cache += fmt.Sprintf("; before each run `%s` ran outside the run's cgroup (what it reads is cached and charged there, not to the run)", strings.Join(r.Prewarm, " "))
+	}
 	fmt.Fprintf(&b, "%s on %s (%d CPUs): %d round(s) per loader and limit, alternating order; warm-up %d batches; timeout %v; %s.\n\n",
 		r.Date.Format("2006-01-02 15:04 MST"), r.Host, r.CPUs, r.Rounds, r.Warmup, r.Timeout, cache)
 	b.WriteString("| limit | loader | finished | samples/s | × " + r.Baseline + " | p50 batch ms | p99 batch ms | peak MiB | peak × " + r.Baseline + " | OOM kills |\n")

@@ -72,6 +72,11 @@ func Run(ctx context.Context, l Loader, o Options) (res Result, err error) {
 			return res, fmt.Errorf("harness: loader %q: warm run: %w", l.Name, err)
 		}
 	}
+	if len(o.Prewarm) > 0 {
+		if err := Prewarm(ctx, o.Prewarm, o.Timeout); err != nil {
+			return res, fmt.Errorf("harness: loader %q: %w", l.Name, err)
+		}
+	}
 	res.Group = fmt.Sprintf("%s-%s-%d-%d", o.GroupPrefix, unsafeName.ReplaceAllString(l.Name, "_"), runSeq.Add(1), os.Getpid())
 	g, err := cgroup.New(res.Group)
 	if err != nil {

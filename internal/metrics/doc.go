@@ -5,7 +5,7 @@
 //
 // A program builds one [Set], passes Set.Registry to flow.WithRegistry, memory.Config
 // and uma.Config, passes Set.Reads to source.ReaderOptions.Observer and Set.Decodes to
-// decode.StageConfig.Observer (pipelines/imagefolder's Hooks take all three), and calls
+// decode.StageConfig.Observer (pipelines.Hooks take all three), and calls
 // [Set.Serve] when -metrics is given. docs/METRICS.md lists every metric.
 //
 // # What it does not own

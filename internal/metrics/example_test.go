@@ -12,7 +12,7 @@ import (
 )
 
 // A program builds one Set, hands its observers to the reader and the decode stage
-// (pipelines/imagefolder's Hooks take them) and serves it for -metrics ADDR.
+// (pipelines.Hooks take them) and serves it for -metrics ADDR.
 func Example() {
 	set, err := metrics.New()
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 	"github.com/psiflow/psiflow/cgroup/cgroupmetrics"
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/metrics"
-	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source/synth"
@@ -212,19 +212,26 @@ func TestRealPrometheusScrape(t *testing.T) {
 		return len(s) == 1 && s[0].value == 1, nil
 	})
 
-	cfg := imagefolder.DefaultConfig(dir)
-	cfg.Workers, cfg.BatchSize, cfg.Epochs, cfg.Resize, cfg.Crop = 2, 16, epochs, 64, 56
 	// The fixed memory runtime with its gate: the read pool is the registered
-	// ReadBuffers checked below.
-	cfg.Memory, cfg.Pressure, cfg.ReadBuffers = memory.Fixed, true, 8<<20
+	// read_buffers checked below.
+	const readBuffers = 8 << 20
+	p, err := imagefolder.New(dir, "decode.workers=2", "batch.size=16", fmt.Sprintf("epochs=%d", epochs), "decode.resize=64", "decode.center_crop=56",
+		"resources.memory_mode=fixed", "resources.pressure=gate", fmt.Sprintf("read.read_buffers=%d", readBuffers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var encoded int64 // the folder's bytes: what every epoch reads
+	for _, f := range synthFiles(t, dir) {
+		encoded += f
+	}
 	var once, waitOnce sync.Once
 	var during []byte // a scrape taken while the graph runs
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	sum, err := imagefolder.Run(ctx, cfg, imagefolder.Hooks{
+	sum, err := pipelines.Run(ctx, p, pipelines.Hooks{
 		Options:    []flow.Option{flow.WithRegistry(set.Registry)},
 		Registerer: set.Registry, Reads: set.Reads, Decodes: set.Decodes,
-		Consume: func(ctx context.Context, _ *tensor.Batch) error {
+		Batches: func(ctx context.Context, _ *tensor.Batch) error {
 			waitOnce.Do(func() {
 				// Two gathers after this one: at least one is Prometheus's.
 				n0, deadline := scrapes.n.Load(), time.Now().Add(30*time.Second)
@@ -257,8 +264,8 @@ func TestRealPrometheusScrape(t *testing.T) {
 	if got := prom.one(t, `psiflow_decode_images_total`); got != float64(sum.Items) {
 		t.Errorf("psiflow_decode_images_total = %v, summary says %d items", got, sum.Items)
 	}
-	if got := prom.one(t, `sum(psiflow_read_bytes_total)`); got != float64(sum.Bytes) {
-		t.Errorf("sum(psiflow_read_bytes_total) = %v, summary says %d bytes", got, sum.Bytes)
+	if got := prom.one(t, `sum(psiflow_read_bytes_total)`); got != float64(encoded*epochs) {
+		t.Errorf("sum(psiflow_read_bytes_total) = %v, want the folder's %d bytes × %d epochs", got, encoded, epochs)
 	}
 	if got := prom.one(t, `sum(psiflow_read_duration_seconds_count)`); got != float64(sum.Items) {
 		t.Errorf("reads observed %v, want one per file per epoch (%d)", got, sum.Items)
@@ -280,8 +287,8 @@ func TestRealPrometheusScrape(t *testing.T) {
 	if s := prom.query(t, `max_over_time(psiflow_stage_items_in_total{stage="consume"}[5m])`); len(s) == 1 && (s[0].value < 0 || s[0].value > perEpoch) {
 		t.Errorf("max batches seen at the sink %v, want in [0, %v]", s[0].value, perEpoch)
 	}
-	if got := prom.one(t, `max_over_time(sum(psiflow_uma_bytes)[5m:100ms])`); got != float64(cfg.ReadBuffers) {
-		t.Errorf("UMA bytes over every state = %v, want the read pool's %d", got, cfg.ReadBuffers)
+	if got := prom.one(t, `max_over_time(sum(psiflow_uma_bytes)[5m:100ms])`); got != readBuffers {
+		t.Errorf("UMA bytes over every state = %v, want the read pool's %d", got, readBuffers)
 	}
 	if set.NoCgroup == nil {
 		if got := prom.one(t, `psiflow_cgroup_memory_current_bytes`); got <= 0 {
@@ -446,4 +453,25 @@ type countingGatherer struct {
 func (c *countingGatherer) Gather() ([]*dto.MetricFamily, error) {
 	c.n.Add(1)
 	return c.g.Gather()
+}
+
+// synthFiles are the sizes of the files under dir.
+func synthFiles(t *testing.T, dir string) []int64 {
+	t.Helper()
+	var sizes []int64
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		sizes = append(sizes, info.Size())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sizes
 }

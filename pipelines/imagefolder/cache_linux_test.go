@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/uma/umacache"
 )
@@ -138,9 +139,11 @@ func cacheReclaimChild() error {
 	if err != nil || !limited {
 		return fmt.Errorf("child has no memory limit (%v)", err)
 	}
-	cfg := DefaultConfig(os.Getenv("PSIFLOW_TEST_DATA"))
-	cfg.Workers, cfg.Epochs, cfg.Budget, cfg.ReadBuffers = 2, 2, 16<<20, 0
-	cfg.Resize, cfg.Crop, cfg.Cache, cfg.CacheMax = 224, 224, CacheDecoded, 96<<20
+	p, err := New(os.Getenv("PSIFLOW_TEST_DATA"), "decode.workers=2", "epochs=2", "resources.budget=16MiB",
+		"decode.resize=224", "decode.center_crop=224", "resources.cache=decoded", "resources.cache_max=96MiB")
+	if err != nil {
+		return err
+	}
 	var rec epochRecord
 	rec.next()
 	var cache *umacache.Cache
@@ -152,8 +155,8 @@ func cacheReclaimChild() error {
 		}
 	}()
 	var childErr error
-	sum, err := Run(context.Background(), cfg, Hooks{
-		Consume: rec.consume,
+	sum, err := pipelines.Run(context.Background(), p, pipelines.Hooks{
+		Batches: rec.consume,
 		OnCache: func(c *umacache.Cache) { cache = c },
 		OnEpoch: func(n int, _ progress.Epoch) {
 			if n != 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/tensor"
 	"github.com/psiflow/psiflow/uma/umacache"
@@ -42,17 +43,17 @@ func (r *epochRecord) next() {
 	r.mu.Unlock()
 }
 
-// run runs cfg and records every epoch; onEpoch runs between epochs.
-func (r *epochRecord) run(t *testing.T, cfg Config, onEpoch func(n int, e progress.Epoch), onCache func(*umacache.Cache)) progress.Summary {
+// run runs p and records every epoch; onEpoch runs between epochs.
+func (r *epochRecord) run(t *testing.T, p *pipelines.Pipeline, onEpoch func(n int, e progress.Epoch), onCache func(*umacache.Cache)) progress.Summary {
 	t.Helper()
 	r.next()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sum, err := Run(ctx, cfg, Hooks{Consume: r.consume, OnCache: onCache, OnEpoch: func(n int, e progress.Epoch) {
+	sum, err := pipelines.Run(ctx, p, pipelines.Hooks{Batches: r.consume, OnCache: onCache, OnEpoch: func(n int, e progress.Epoch) {
 		if onEpoch != nil {
 			onEpoch(n, e)
 		}
-		if n+1 < cfg.Epochs {
+		if n+1 < p.Epochs {
 			r.next()
 		}
 	}})
@@ -82,32 +83,30 @@ func sameSamples(t *testing.T, what string, got, want map[string]uint64) {
 
 func TestCacheServesLaterEpochsExactly(t *testing.T) {
 	root := writeFolder(t, 37)
-	base := smallConfig(root)
-	base.Epochs, base.Shuffle, base.Seed = 3, true, 5
+	base := []string{"epochs=3", "read.shuffle=true", "read.seed=5"}
 	var ref epochRecord
-	ref.run(t, base, nil, nil)
+	ref.run(t, small(t, root, base...), nil, nil)
 
 	tests := []struct {
 		name    string
-		mode    CacheMode
+		mode    string
 		pageOut float64 // share of entries the kernel is asked to take after epoch 1
 		// Bounds of epoch 2's hit rate in percent. How many pages MADV_PAGEOUT
 		// really takes is the kernel's decision (pages still in a per-CPU LRU
 		// batch are skipped), so reclaimed runs assert bounds.
 		minHits, maxHits float64
 	}{
-		{"decoded", CacheDecoded, 0, 100, 100},
-		{"encoded", CacheEncoded, 0, 100, 100},
-		{"decoded, half reclaimed", CacheDecoded, 0.5, 1, 99},
-		{"encoded, all reclaimed", CacheEncoded, 1, 0, 50},
+		{"decoded", "decoded", 0, 100, 100},
+		{"encoded", "encoded", 0, 100, 100},
+		{"decoded, half reclaimed", "decoded", 0.5, 1, 99},
+		{"encoded, all reclaimed", "encoded", 1, 0, 50},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := base
-			cfg.Cache, cfg.CacheMax = tc.mode, 64<<20
+			p := small(t, root, append(base, "resources.cache="+tc.mode, "resources.cache_max=64MiB")...)
 			var cache *umacache.Cache
 			var rec epochRecord
-			sum := rec.run(t, cfg, func(n int, _ progress.Epoch) {
+			sum := rec.run(t, p, func(n int, _ progress.Epoch) {
 				if n == 0 && tc.pageOut > 0 {
 					if _, err := cache.PageOut(tc.pageOut); err != nil {
 						t.Skipf("kernel refuses MADV_PAGEOUT: %v", err)
@@ -136,21 +135,5 @@ func TestCacheServesLaterEpochsExactly(t *testing.T) {
 				t.Fatalf("%d samples delivered over 3 epochs, want %d", sum.Items, 3*37)
 			}
 		})
-	}
-}
-
-func TestParseCacheMode(t *testing.T) {
-	for in, want := range map[string]CacheMode{"off": CacheOff, "": CacheOff, "decoded": CacheDecoded, "encoded": CacheEncoded} {
-		if got, err := ParseCacheMode(in); err != nil || got != want {
-			t.Errorf("ParseCacheMode(%q) = %q, %v", in, got, err)
-		}
-	}
-	if _, err := ParseCacheMode("ram"); err == nil {
-		t.Error("ParseCacheMode accepted ram")
-	}
-	c := DefaultConfig("x")
-	c.Cache = "ram"
-	if err := c.Validate(); err == nil {
-		t.Error("Validate accepted cache mode ram")
 	}
 }

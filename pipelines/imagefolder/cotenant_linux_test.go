@@ -28,6 +28,7 @@ import (
 
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/source/synth"
 )
 
@@ -56,17 +57,26 @@ func init() {
 
 // loaderChild runs the pipeline for two epochs and prints "done ITEMS".
 func loaderChild() error {
-	c := DefaultConfig(os.Getenv(folderEnv))
-	c.Epochs = 2
-	c.Process = memory.LauncherProcess() // the loader as the launcher runs it
+	over := []string{"epochs=2"}
 	if m := os.Getenv(modeEnv); m != "" {
-		c.Memory = memory.Mode(m)
+		over = append(over, "resources.memory_mode="+m)
 	}
-	c.Pressure = os.Getenv(noGateEnv) == ""
-	c.BelowFloor = memory.FloorPolicy(os.Getenv(policyEnv))
+	if os.Getenv(noGateEnv) != "" {
+		over = append(over, "resources.pressure=off")
+	}
+	if pol := os.Getenv(policyEnv); pol != "" {
+		over = append(over, "resources.below_floor="+pol)
+	}
+	p, err := New(os.Getenv(folderEnv), over...)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), helperLifetime)
 	defer cancel()
-	sum, err := Run(ctx, c, Hooks{Info: func(s string) { fmt.Fprintln(os.Stderr, "loader:", s) }})
+	sum, err := pipelines.Run(ctx, p, pipelines.Hooks{
+		Process: memory.LauncherProcess(), // the loader as the launcher runs it
+		Info:    func(s string) { fmt.Fprintln(os.Stderr, "loader:", s) },
+	})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/memory/pause"
+	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/source/synth"
 	"github.com/psiflow/psiflow/tensor"
@@ -52,30 +53,26 @@ func init() {
 // does not come after the one before it in its epoch ends the run with an error
 // (the folder's one class, named by index, is read in name order).
 func spikeLoader() error {
-	c := DefaultConfig(os.Getenv(folderEnv))
-	c.BatchSize = 32
-	c.Ordered = true
-	c.Process = memory.LauncherProcess()
-	var err error
-	if c.Epochs, err = strconv.Atoi(os.Getenv(spikeEpochsEnv)); err != nil {
-		return fmt.Errorf("%s: %w", spikeEpochsEnv, err)
-	}
+	over := []string{"batch.size=32", "decode.ordered=true", "epochs=" + os.Getenv(spikeEpochsEnv)}
 	step, err := time.ParseDuration(os.Getenv(spikeStepEnv))
 	if err != nil {
 		return fmt.Errorf("%s: %w", spikeStepEnv, err)
 	}
 	if v := os.Getenv(spikePauseTimeoutEnv); v != "" {
-		if c.PauseTimeout, err = time.ParseDuration(v); err != nil {
-			return fmt.Errorf("%s: %w", spikePauseTimeoutEnv, err)
-		}
+		over = append(over, "resources.pause_timeout="+v)
+	}
+	p, err := New(os.Getenv(folderEnv), over...)
+	if err != nil {
+		return err
 	}
 	em := protocol.NewEmitter(os.Stdout)
 	ctx, cancel := context.WithTimeout(context.Background(), helperLifetime)
 	defer cancel()
 	var mu sync.Mutex
 	last := "" // the epoch's last key so far
-	_, err = Run(ctx, c, Hooks{
-		Consume: func(ctx context.Context, b *tensor.Batch) error {
+	_, err = pipelines.Run(ctx, p, pipelines.Hooks{
+		Process: memory.LauncherProcess(),
+		Batches: func(ctx context.Context, b *tensor.Batch) error {
 			mu.Lock()
 			for _, k := range b.Keys {
 				if k <= last {

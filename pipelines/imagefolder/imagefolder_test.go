@@ -18,10 +18,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/memory/pause"
+	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/reexec"
-	"github.com/psiflow/psiflow/source"
-	"github.com/psiflow/psiflow/stage"
 	"github.com/psiflow/psiflow/tensor"
 )
 
@@ -78,54 +78,96 @@ func writeFolder(t *testing.T, n int) string {
 	return root
 }
 
-func smallConfig(root string) Config {
-	c := DefaultConfig(root)
-	c.Workers, c.BatchSize, c.Resize, c.Crop, c.Queue, c.Budget, c.ReadBuffers = 2, 8, 48, 32, 2, 1<<20, 0
-	c.Pressure = false
-	return c
+// small is the preset over root, sized for tests (2 workers, batches of 8,
+// Resize 48, CenterCrop 32, a 1 MiB budget, no gate), with more overrides.
+func small(t *testing.T, root string, overrides ...string) *pipelines.Pipeline {
+	t.Helper()
+	p, err := New(root, append([]string{"decode.workers=2", "batch.size=8", "decode.resize=48", "decode.center_crop=32",
+		"resources.queue=2", "resources.budget=1MiB", "resources.pressure=off"}, overrides...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestNewIsTheShippedFile: with no override the preset is the shipped file
+// with the launcher's defaults; dir and every override land on their keys;
+// the environment is not read; a bad override is an error naming its key.
+func TestNewIsTheShippedFile(t *testing.T) {
+	t.Setenv("DATA", "/from/the/environment")
+	t.Setenv("EPOCHS", "5")
+	p, err := New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dec, r := p.Source.Config, p.Stages[0].Config, p.Resource
+	for _, c := range []struct {
+		what      string
+		got, want any
+	}{
+		{"read.dir", src.String("dir"), "out/demo-jpeg"},
+		{"epochs", p.Epochs, 1},
+		{"read.direct", src.Bool("direct"), true},
+		{"decode.resize", dec.Int("resize"), int64(256)},
+		{"decode.center_crop", dec.Int("center_crop"), int64(224)},
+		{"decode.label", dec.String("label"), "folder"},
+		{"batch.size", p.Stages[1].Config.Int("size"), int64(64)},
+		{"sink", p.Sink.Kind.Name, "discard"},
+		{"resources.memory_mode", r.MemoryMode, memory.Elastic},
+		{"resources.pressure", r.Pressure, true},
+		{"resources.budget", r.Budget, int64(0)},
+		{"resources.below_floor", r.BelowFloor, memory.PauseBelowFloor},
+		{"resources.pause_timeout", r.PauseTimeout, pause.DefaultTimeout},
+	} {
+		if c.got != c.want {
+			t.Errorf("default %s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	p, err = New("/data/my train", "batch.size=32", "read.shuffle=true", "resources.memory_mode=fixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Source.Config.String("dir"); got != "/data/my train" || p.Stages[1].Config.Int("size") != 32 ||
+		!p.Source.Config.Bool("shuffle") || p.Resource.MemoryMode != memory.Fixed {
+		t.Errorf("overrides: dir %q, batch %d, shuffle %v, memory %q", got, p.Stages[1].Config.Int("size"), p.Source.Config.Bool("shuffle"), p.Resource.MemoryMode)
+	}
+	for _, tc := range []struct{ override, want string }{
+		{"batch.size=0", "size: 0 is out of range"},
+		{"decode.colour=1", "colour"},
+		{"resources.memory_mode=big", `"big" is not one of`},
+		{"decode.random_resized_crop=64", "random resized crop"}, // with the file's center_crop
+		{"novalue", "novalue"},
+	} {
+		if _, err := New("/d", tc.override); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%q) = %v, want an error with %q", tc.override, err, tc.want)
+		}
+	}
 }
 
 func TestRunDeliversBatches(t *testing.T) {
 	root := writeFolder(t, 21)
 	tests := []struct {
-		name        string
-		limit       int64
-		epochs      int
-		readBuffers int64
-		memory      memory.Mode // "": elastic; "none": no runtime
-		pressure    bool
-		want        string // batch sizes in order
+		name      string
+		overrides []string
+		want      string // batch sizes in order
 	}{
 		{name: "all", want: "[8 8 5]"},
-		{name: "limit", limit: 10, want: "[8 8]"},
-		{name: "two epochs", epochs: 2, want: "[8 8 5 8 8 5]"},
-		{name: "uma read buffers", readBuffers: 4 << 20, want: "[8 8 5]"},
-		{name: "fixed", memory: memory.Fixed, want: "[8 8 5]"},
-		{name: "plain", memory: "none", want: "[8 8 5]"},
-		{name: "plain uma read buffers", memory: "none", readBuffers: 4 << 20, want: "[8 8 5]"},
-		{name: "elastic with pressure", pressure: true, epochs: 2, want: "[8 8 5 8 8 5]"},
-		{name: "source's own pool", readBuffers: -1, want: "[8 8 5]"},
+		{name: "limit", overrides: []string{"limit=10"}, want: "[8 2]"}, // exact: the last batch is cut
+		{name: "two epochs", overrides: []string{"epochs=2"}, want: "[8 8 5 8 8 5]"},
+		{name: "uma read buffers", overrides: []string{"read.read_buffers=4MiB"}, want: "[8 8 5]"},
+		{name: "fixed", overrides: []string{"resources.memory_mode=fixed"}, want: "[8 8 5]"},
+		{name: "fixed with pressure", overrides: []string{"resources.memory_mode=fixed", "resources.pressure=gate"}, want: "[8 8 5]"},
+		{name: "elastic with pressure", overrides: []string{"resources.pressure=gate", "epochs=2"}, want: "[8 8 5 8 8 5]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := smallConfig(root)
-			c.Limit, c.ReadBuffers, c.Pressure = tt.limit, tt.readBuffers, tt.pressure
-			switch tt.memory {
-			case "none":
-				c.Memory = ""
-			case "":
-			default:
-				c.Memory = tt.memory
-			}
-			if tt.epochs > 0 {
-				c.Epochs = tt.epochs
-			}
+			p := small(t, root, tt.overrides...)
 			var mu sync.Mutex
 			var sizes []int
 			labels := map[int64]int{}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			sum, err := Run(ctx, c, Hooks{Consume: func(_ context.Context, b *tensor.Batch) error {
+			sum, err := pipelines.Run(ctx, p, pipelines.Hooks{Batches: func(_ context.Context, b *tensor.Batch) error {
 				mu.Lock()
 				defer mu.Unlock()
 				sizes = append(sizes, len(b.Keys))
@@ -143,10 +185,10 @@ func TestRunDeliversBatches(t *testing.T) {
 			if fmt.Sprint(sizes) != tt.want {
 				t.Fatalf("batch sizes %v, want %s", sizes, tt.want)
 			}
-			if sum.Items != int64(sumOf(sizes)) || sum.Batches != int64(len(sizes)) || sum.Peak <= 0 || sum.Peak > c.Budget || sum.Elapsed <= 0 {
+			if sum.Items != int64(sumOf(sizes)) || sum.Batches != int64(len(sizes)) || sum.Peak <= 0 || sum.Peak > 1<<20 || sum.Elapsed <= 0 {
 				t.Fatalf("summary %+v for batches %v", sum, sizes)
 			}
-			if tt.limit == 0 && (labels[0] == 0 || labels[1] == 0 || labels[-1] != 0) {
+			if p.Limit == 0 && (labels[0] == 0 || labels[1] == 0 || labels[-1] != 0) {
 				t.Fatalf("labels %v: want classes 0 and 1 only", labels)
 			}
 		})
@@ -165,7 +207,7 @@ func TestRunReportsProgressAndInfo(t *testing.T) {
 	var mu sync.Mutex
 	var infos []string
 	var snaps []progress.Snapshot
-	_, err := Run(context.Background(), smallConfig(root), Hooks{
+	_, err := pipelines.Run(context.Background(), small(t, root), pipelines.Hooks{
 		Info:     func(s string) { mu.Lock(); infos = append(infos, s); mu.Unlock() },
 		Progress: func(s progress.Snapshot) { mu.Lock(); snaps = append(snaps, s); mu.Unlock() },
 		Interval: time.Microsecond,
@@ -176,61 +218,12 @@ func TestRunReportsProgressAndInfo(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	joined := strings.Join(infos, "\n")
-	if !strings.Contains(joined, "reader: ") || !strings.Contains(joined, "JPEG decoder: ") {
+	if !strings.Contains(joined, "reader ") || !strings.Contains(joined, "JPEG decoder: ") {
 		t.Fatalf("info lines %q", infos)
 	}
 }
 
-func TestValidate(t *testing.T) {
-	tests := []struct {
-		mut  func(*Config)
-		want string
-	}{
-		{func(c *Config) { c.Dir = "" }, "no folder"},
-		{func(c *Config) { c.Workers = 0 }, "workers 0"},
-		{func(c *Config) { c.Readers = -1 }, "readers -1"},
-		{func(c *Config) { c.BatchSize = 0 }, "batch size 0"},
-		{func(c *Config) { c.Crop = 0 }, "crop 0"},
-		{func(c *Config) { c.Queue = 0 }, "queue 0"},
-		{func(c *Config) { c.Budget = 0 }, "budget 0"},
-		{func(c *Config) { c.Epochs = 0 }, "epochs 0"},
-		{func(c *Config) { c.Limit = -1 }, "limit -1"},
-		{func(c *Config) { c.ReadBuffers = -2 }, "read buffers -2"},
-		{func(c *Config) { c.Memory, c.ReadBuffers = "", -1 }, "read buffers -1"},
-		{func(c *Config) { c.Memory = "big" }, `memory mode "big"`},
-	}
-	for _, tc := range tests {
-		c := DefaultConfig("x")
-		tc.mut(&c)
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Validate() = %v; want %q", err, tc.want)
-		}
-		if _, err := Run(context.Background(), c, Hooks{}); err == nil {
-			t.Errorf("Run accepted %+v", c)
-		}
-	}
-}
-
-func TestFloorOf(t *testing.T) {
-	root := writeFolder(t, 6)
-	files, err := source.Dir(root, Extensions...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := smallConfig(root)
-	f, err := FloorOf(c, files.Paths())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.Encoded < 1<<20 || f.Output != 2*8*3*32*32 || f.Scratch != 2*scratchPerWorker || f.Total() != f.Encoded+f.Output+f.Scratch {
-		t.Fatalf("floor %+v", f)
-	}
-	if _, err := FloorOf(c, []string{filepath.Join(root, "missing.jpg")}); err == nil || !strings.Contains(err.Error(), "missing.jpg") {
-		t.Fatalf("floor of a missing file: %v", err)
-	}
-}
-
-// TestSkipBadImages: with OnError skip, every good image of every epoch is
+// TestSkipBadImages: with on_error skip, every good image of every epoch is
 // delivered exactly once, every bad one (truncated, not an image, a PNG
 // header claiming 100000×100000) is named and counted, never delivered.
 func TestSkipBadImages(t *testing.T) {
@@ -252,13 +245,12 @@ func TestSkipBadImages(t *testing.T) {
 		}
 	}
 	for _, ordered := range []bool{false, true} {
-		c := smallConfig(root)
-		c.Epochs, c.Ordered, c.OnError = 2, ordered, stage.Skip
+		p := small(t, root, "epochs=2", fmt.Sprintf("decode.ordered=%v", ordered), "decode.on_error=skip")
 		var mu sync.Mutex
 		delivered := map[string]int{}
 		skipped := map[string]int{}
-		sum, err := Run(context.Background(), c, Hooks{
-			Consume: func(_ context.Context, b *tensor.Batch) error {
+		sum, err := pipelines.Run(context.Background(), p, pipelines.Hooks{
+			Batches: func(_ context.Context, b *tensor.Batch) error {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, k := range b.Keys {
@@ -266,13 +258,19 @@ func TestSkipBadImages(t *testing.T) {
 				}
 				return nil
 			},
-			Skipped: func(key string, err error) {
+			Skipped: func(node string, err error) {
 				mu.Lock()
 				defer mu.Unlock()
-				if !strings.Contains(err.Error(), key) {
-					t.Errorf("skip of %s says %v", key, err)
+				named := ""
+				for name := range bad {
+					if strings.Contains(err.Error(), filepath.Join(root, name)) {
+						named = name
+					}
 				}
-				skipped[key]++
+				if node != "decode" || named == "" {
+					t.Errorf("skip by %s says %v: want the decode stage naming a bad file", node, err)
+				}
+				skipped[named]++
 			},
 		})
 		if err != nil {
@@ -290,24 +288,21 @@ func TestSkipBadImages(t *testing.T) {
 			}
 		}
 		for name := range bad {
-			if skipped[filepath.Join(root, name)] != 2 {
-				t.Errorf("%s skipped %d times, want 2", name, skipped[filepath.Join(root, name)])
+			if skipped[name] != 2 {
+				t.Errorf("%s skipped %d times, want 2", name, skipped[name])
 			}
 		}
 	}
 	// the default stops at the first bad image and names it
-	c := smallConfig(root)
-	_, err = Run(context.Background(), c, Hooks{})
-	if err == nil || !strings.Contains(err.Error(), root) {
+	if _, err = pipelines.Run(context.Background(), small(t, root), pipelines.Hooks{}); err == nil || !strings.Contains(err.Error(), root) {
 		t.Fatalf("stop policy: %v", err)
 	}
-	c.OnError, c.MaxSkips = stage.Skip, 2
-	if _, err = Run(context.Background(), c, Hooks{Skipped: func(string, error) {}}); err == nil || !strings.Contains(err.Error(), "-max-skips 2") {
+	p := small(t, root, "decode.on_error=skip", "decode.max_skips=2")
+	if _, err = pipelines.Run(context.Background(), p, pipelines.Hooks{Skipped: func(string, error) {}}); err == nil || !strings.Contains(err.Error(), "too many bad samples: 2 skipped already") {
 		t.Fatalf("max skips: %v", err)
 	}
-	c.MaxSkips = -1
-	if err := c.Validate(); err == nil {
-		t.Fatal("negative MaxSkips accepted")
+	if _, err := New(root, "decode.on_error=skip", "decode.max_skips=-1"); err == nil {
+		t.Fatal("negative max_skips accepted")
 	}
 }
 
@@ -315,11 +310,9 @@ func TestSkipBadImages(t *testing.T) {
 // empty success.
 func TestEverySampleSkipped(t *testing.T) {
 	root := writeFolder(t, 5)
-	c := smallConfig(root)
-	c.OnError, c.MaxPixels = stage.Skip, 100
-	c.Resize, c.Crop = 8, 8
+	p := small(t, root, "decode.on_error=skip", "decode.max_pixels=100", "decode.resize=8", "decode.center_crop=8")
 	var n atomic.Int64
-	_, err := Run(context.Background(), c, Hooks{Skipped: func(string, error) { n.Add(1) }})
+	_, err := pipelines.Run(context.Background(), p, pipelines.Hooks{Skipped: func(string, error) { n.Add(1) }})
 	if err == nil || !strings.Contains(err.Error(), "every one of the 5 samples was skipped") || n.Load() != 5 {
 		t.Fatalf("Run = %v after %d skips", err, n.Load())
 	}

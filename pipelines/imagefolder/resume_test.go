@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/tensor"
 )
@@ -15,13 +16,13 @@ import (
 func TestStartEpochAndOffset(t *testing.T) {
 	root := writeFolder(t, 21)
 	var at []int // keys delivered when each plan came
-	run := func(c Config) ([]string, []source.Share) {
+	run := func(p *pipelines.Pipeline) ([]string, []source.Share) {
 		t.Helper()
 		var keys []string
 		var plans []source.Share
 		at = nil
-		_, err := Run(context.Background(), c, Hooks{
-			Consume: func(_ context.Context, b *tensor.Batch) error { keys = append(keys, b.Keys...); return nil },
+		_, err := pipelines.Run(context.Background(), p, pipelines.Hooks{
+			Batches: func(_ context.Context, b *tensor.Batch) error { keys = append(keys, b.Keys...); return nil },
 			Plan: func(epoch int, sh source.Share) error {
 				at = append(at, len(keys))
 				plans = append(plans, sh)
@@ -33,17 +34,15 @@ func TestStartEpochAndOffset(t *testing.T) {
 		}
 		return keys, plans
 	}
-	c := smallConfig(root)
-	c.Shuffle, c.Seed, c.Ordered, c.Epochs, c.StartEpoch = true, 4, true, 2, 3
-	full, plans := run(c)
+	c := []string{"read.shuffle=true", "read.seed=4", "decode.ordered=true", "epochs=2", "start_epoch=3"}
+	full, plans := run(small(t, root, c...))
 	if len(full) != 42 || len(plans) != 2 || plans[0].Count != 21 || plans[1].Start != 0 || !slices.Equal(at, []int{0, 21}) {
 		t.Fatalf("2 epochs: %d keys, plans %+v", len(full), plans)
 	}
 	if slices.Equal(full[:21], full[21:]) {
 		t.Fatal("epochs 3 and 4 in the same order")
 	}
-	c.StartAt = 9
-	rest, plans := run(c)
+	rest, plans := run(small(t, root, append(c, "start_at=9")...))
 	if !slices.Equal(rest, full[9:]) {
 		t.Fatalf("resumed at 9:\n got %v\nwant %v", rest, full[9:])
 	}
@@ -57,10 +56,10 @@ func TestStartEpochAndOffset(t *testing.T) {
 // rest of the epoch, and every sample of the next, each once.
 func TestResumeWithCache(t *testing.T) {
 	root := writeFolder(t, 21)
-	collect := func(c Config) []string {
+	collect := func(p *pipelines.Pipeline) []string {
 		t.Helper()
 		var keys []string
-		if _, err := Run(context.Background(), c, Hooks{Consume: func(_ context.Context, b *tensor.Batch) error {
+		if _, err := pipelines.Run(context.Background(), p, pipelines.Hooks{Batches: func(_ context.Context, b *tensor.Batch) error {
 			keys = append(keys, b.Keys...)
 			return nil
 		}}); err != nil {
@@ -68,13 +67,10 @@ func TestResumeWithCache(t *testing.T) {
 		}
 		return keys
 	}
-	c := smallConfig(root)
-	c.Shuffle, c.Seed, c.Ordered, c.Epochs, c.StartEpoch = true, 4, true, 2, 3
-	full := collect(c)
-	for _, mode := range []CacheMode{CacheDecoded, CacheEncoded} {
-		cc := c
-		cc.Cache, cc.StartAt = mode, 9
-		got := collect(cc)
+	c := []string{"read.shuffle=true", "read.seed=4", "decode.ordered=true", "epochs=2", "start_epoch=3"}
+	full := collect(small(t, root, c...))
+	for _, mode := range []string{"decoded", "encoded"} {
+		got := collect(small(t, root, append(c, "resources.cache="+mode, "start_at=9")...))
 		if len(got) != len(full)-9 {
 			t.Fatalf("cache %s: %d samples after the resume, want %d", mode, len(got), len(full)-9)
 		}

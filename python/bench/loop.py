@@ -16,6 +16,11 @@ psiflow's benchmark harness (internal/harness/protocol) on standard output:
 --loader none         imports torch and touches the model, nothing else: what
                       `import torch` alone costs the cgroup (its peak is taken off
                       the others' in docs/BENCHMARKS.md)
+--loader prewarm      imports torch, torchvision and psiflow, touches the model and
+                      reads each --read file, printing nothing: the harness's
+                      -prewarm command, run before every run outside its cgroup, so
+                      that the libraries are cached (and charged to the harness) the
+                      same way for every loader, whatever the host evicted between runs
 
 Each batch gets the user's conversion (uint8 to float in [0, 1], for val) and a
 step of a small model (forward, backward, SGD) unless --model none. t is seconds
@@ -70,7 +75,7 @@ def psiflow_loader(a):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--loader", choices=["psiflow", "dataloader", "none"], required=True)
+    p.add_argument("--loader", choices=["psiflow", "dataloader", "none", "prewarm"], required=True)
     p.add_argument("--data", required=True, help="an ImageFolder: DATA/<class>/<image>")
     p.add_argument("--transform", choices=["val", "train"], default="val")
     p.add_argument("--model", choices=["small", "none"], default="small",
@@ -81,6 +86,7 @@ def main():
     p.add_argument("--prefetch", type=int, default=2, help="DataLoader prefetch_factor (default 2)")
     p.add_argument("--psiflow", default=None, help="the psiflow program (default: the package's, $PSIFLOW_BIN)")
     p.add_argument("--serve-arg", action="append", default=[], help="extra `psiflow serve` flag")
+    p.add_argument("--read", action="append", default=[], help="with --loader prewarm: a file to read through")
     a = p.parse_args()
     try:
         import torch
@@ -92,6 +98,16 @@ def main():
         torch.nn.Conv2d(3, 8, 5, stride=4), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(4), torch.nn.Flatten(),
         torch.nn.Linear(8 * 4 * 4, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    if a.loader == "prewarm":
+        import numpy  # noqa: F401
+        import psiflow  # noqa: F401
+        import torchvision  # noqa: F401
+        model(torch.zeros(1, 3, 224, 224)).sum().backward()
+        for path in a.read:
+            with open(path, "rb") as f:
+                while f.read(1 << 20):
+                    pass
+        return 0
     if a.loader == "none":
         emit("start", files=0, epochs=0)
         model(torch.zeros(1, 3, 224, 224)).sum().backward()

@@ -20,6 +20,6 @@
 // ([Cache.SetLimit], which may follow the cgroup's headroom), and [Cache.Shed] drops
 // the coldest entries at once (MADV_DONTNEED): the first shed action under pressure.
 //
-// It does not own what is cached or when (pipelines decide: see
-// pipelines/imagefolder's Config.Cache), nor reading or decoding.
+// It does not own what is cached or when (pipelines decide: see the pipeline
+// spec's resources.cache), nor reading or decoding.
 package umacache
