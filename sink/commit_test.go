@@ -3,16 +3,12 @@ package sink
 import (
 	"context"
 	"errors"
-
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/psiflow/psiflow/source"
 )
@@ -232,24 +228,6 @@ func TestSinksLeaveNothingOnAFullDisk(t *testing.T) {
 			}
 		})
 	}
-}
-
-// smallTmpfs mounts a 256 KiB tmpfs for the test, or skips saying why.
-func smallTmpfs(t *testing.T) string {
-	t.Helper()
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs Linux and root")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
 }
 
 // TestParquetFailureAndLeftovers: Close with a cause discards the run's files; a
