@@ -117,15 +117,22 @@ func New(cfg Config) (_ *Runtime, err error) {
 			r.info("OOM preference: oom_score_adj %d → 1000, the loader goes before its co-tenant", old)
 		}
 	}
+	textLocked := false
 	if cfg.Mode == Elastic && cfg.Process.LockText {
 		if n, err := LockProgramText(); err != nil {
 			r.info("program text: not locked (%v)", err)
 		} else {
+			textLocked = true
 			r.info("program text: %s of mappings locked as faulted in (mlock2 MLOCK_ONFAULT)", bytesize.Human(n))
 		}
 	}
 	if cfg.Mode == Elastic {
 		hc := cfg.Headroom
+		if textLocked && hc.SelfLocked == nil {
+			// The locked text grows as the loader starts: that growth is the
+			// loader's own, and projected as the others' it paused it for nothing.
+			hc.SelfLocked = programTextMeter()
+		}
 		if hc.Interval == 0 {
 			hc.Interval = HeadroomInterval
 		}

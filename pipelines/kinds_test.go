@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/parquet/file"
 
+	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/synth"
 	"github.com/psiflow/psiflow/tensor"
@@ -123,6 +124,24 @@ func TestSinkKinds(t *testing.T) {
 	}
 	if _, _, err := runFile(t, genFile(9, 4, "{kind: arrow, config: {}}", ""), Hooks{}); err == nil || !strings.Contains(err.Error(), "one of path and socket") {
 		t.Fatalf("arrow without a destination: %v", err)
+	}
+	// discard of batches is package sink's Null: it saw every batch the summary counts.
+	var null *sink.Null
+	items, batches, err := runFile(t, genFile(21, 8, "discard", "epochs: 2\n"), Hooks{Sink: func(node string, s sink.Sink) {
+		if n, ok := s.(*sink.Null); ok && node == "discard" {
+			null = n
+		} else {
+			t.Errorf("sink %s: %T, want discard's *sink.Null", node, s)
+		}
+	}})
+	if err != nil || items != 42 || batches != 6 {
+		t.Fatalf("discard: %d samples in %d batches, %v; want 42 in 6", items, batches, err)
+	}
+	if null == nil {
+		t.Fatal("discard opened no sink.Null")
+	}
+	if nb, ns, bytes := null.Counts(); nb != 6 || ns != 42 || bytes != 42*3*16*16 {
+		t.Fatalf("sink.Null counted %d batches, %d samples, %d bytes; want 6, 42, %d", nb, ns, bytes, 42*3*16*16)
 	}
 }
 

@@ -108,7 +108,13 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 		fmt.Fprintf(stdout, "psiflow serve: the consumer stopped after %d batches\n", sent)
 		return t.Close(nil)
 	}
-	if cerr := t.Close(err); err == nil {
+	closeSink := t.Close
+	if sig := stoppedBy(ctx, err); sig != nil {
+		// The consumer reads "stopped by SIGTERM" (not "context canceled"), and a
+		// consumer busy in a training step does not hold the stop up.
+		err, closeSink = sig, t.Stop
+	}
+	if cerr := closeSink(err); err == nil {
 		err = cerr
 	}
 	if err == nil {
