@@ -36,7 +36,7 @@ func (s *shortOnce) Read(path string, off int64, n int) Fault {
 }
 
 // TestFilesReadPaths: a file dataset read with io_uring reads each small file
-// with one chained submission (open, read, close) and says so in its
+// with one chained submission (open linked to read) and says so in its
 // ReadPaths; a file too large for a chain, the pread backend, SeparateCalls
 // and DropCache without Direct read on descriptors of their own, each named
 // as the reason; a short chained read is finished on a descriptor of its own

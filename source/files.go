@@ -483,7 +483,7 @@ func (it *fileIter) Skipped() int64 { return it.skip.skipped }
 // which path its small files took (see [Status.Chain]).
 type ReadPaths struct {
 	// Chained files were each read with one chained io_uring submission
-	// (open into a direct descriptor, read, close).
+	// (open into a direct descriptor linked to the read).
 	Chained int64
 	// FellBack files were submitted chained and finished on a descriptor
 	// of their own (a short read, EINTR or EAGAIN, O_DIRECT refused at
