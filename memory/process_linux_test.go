@@ -16,6 +16,45 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+func init() {
+	helpers["oom"] = oomHelper
+	helpers["release-text"] = releaseTextHelper
+}
+
+// oomHelper makes the process the preferred OOM victim and prints the old score
+// and the new one.
+func oomHelper() int {
+	old, err := PreferOOMVictim()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("%d %s", old, b)
+	return 0
+}
+
+// releaseTextHelper locks the program text, releases it and prints the resident
+// file bytes before, the bytes freed, the resident bytes after and those locked.
+func releaseTextHelper() int {
+	if _, err := LockProgramText(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	before := residentFile()
+	freed, err := ReleaseProgramText()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("%d %d %d %d", before, freed, residentFile(), lockedBytes())
+	return 0
+}
+
 // PreferOOMVictim, in a child so the test process keeps its own score.
 func TestPreferOOMVictim(t *testing.T) {
 	exe, err := os.Executable()
