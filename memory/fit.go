@@ -52,9 +52,9 @@ func (r *Runtime) fitLocked(rep pressure.HeadroomReport) {
 	was := r.fit.on
 	r.fit.on = over > 0
 	if trace {
-		fmt.Fprintf(os.Stderr, "psiflow-trace: self %s allowance %s current %s others %s go %s nongo %s golimit %s budget %s over %s level %s\n",
+		fmt.Fprintf(os.Stderr, "psiflow-trace: self %s allowance %s current %s others %s go %s nongo %s golimit %s budget %s over %s level %s own text %s growth %s/s\n",
 			bytesize.Human(rep.Self), bytesize.Human(rep.Allowance), bytesize.Human(rep.Current), bytesize.Human(rep.Others()),
-			bytesize.Human(goUsed), bytesize.Human(nonGo), bytesize.Human(r.goFit.Load()), bytesize.Human(r.budget.Limit()), bytesize.Human(over), r.Level())
+			bytesize.Human(goUsed), bytesize.Human(nonGo), bytesize.Human(r.goFit.Load()), bytesize.Human(r.budget.Limit()), bytesize.Human(over), r.Level(), bytesize.Human(rep.OwnText()), bytesize.Human(int64(rep.Growth)))
 	}
 	if r.fit.on != was {
 		r.setWorkersLocked()

@@ -10,45 +10,22 @@ import (
 	"github.com/psiflow/psiflow/reexec"
 )
 
-// helperEnv makes the test binary a helper process (process_linux_test.go).
+// helperEnv makes the test binary a helper process: its value names one of helpers.
 const helperEnv = "PSIFLOW_ELASTIC_TEST_HELPER"
+
+// helpers are the helper processes by mode; the tests that start them add them
+// (process_linux_test.go: theirs need Linux).
+var helpers = map[string]func() int{}
 
 func TestMain(m *testing.M) {
 	reexec.Init()
 	if mode := os.Getenv(helperEnv); mode != "" {
-		os.Exit(runHelper(mode))
+		run, ok := helpers[mode]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "memory test helper: no mode %q\n", mode)
+			os.Exit(2)
+		}
+		os.Exit(run())
 	}
 	goleak.VerifyTestMain(m)
-}
-
-func runHelper(mode string) int {
-	switch mode {
-	case "oom":
-		old, err := PreferOOMVictim()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		b, err := os.ReadFile("/proc/self/oom_score_adj")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		fmt.Printf("%d %s", old, b)
-		return 0
-	case "release-text":
-		if _, err := LockProgramText(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		before := residentFile()
-		freed, err := ReleaseProgramText()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		fmt.Printf("%d %d %d %d", before, freed, residentFile(), lockedBytes())
-		return 0
-	}
-	return 2
 }

@@ -16,6 +16,45 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+func init() {
+	helpers["oom"] = oomHelper
+	helpers["release-text"] = releaseTextHelper
+}
+
+// oomHelper makes the process the preferred OOM victim and prints the old score
+// and the new one.
+func oomHelper() int {
+	old, err := PreferOOMVictim()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("%d %s", old, b)
+	return 0
+}
+
+// releaseTextHelper locks the program text, releases it and prints the resident
+// file bytes before, the bytes freed, the resident bytes after and those locked.
+func releaseTextHelper() int {
+	if _, err := LockProgramText(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	before := residentFile()
+	freed, err := ReleaseProgramText()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("%d %d %d %d", before, freed, residentFile(), lockedBytes())
+	return 0
+}
+
 // PreferOOMVictim, in a child so the test process keeps its own score.
 func TestPreferOOMVictim(t *testing.T) {
 	exe, err := os.Executable()
@@ -130,4 +169,53 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// ProgramTextResident counts what smaps says the program's read-only file
+// mappings hold resident (Rss of each), within what faults in between the reads.
+func TestProgramTextResident(t *testing.T) {
+	got, err := ProgramTextResident()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges, err := programMappings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, size int64
+	in := false
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			in = false
+			lo, hi, _ := strings.Cut(f[0], "-")
+			start, _ := strconv.ParseUint(lo, 16, 64)
+			end, _ := strconv.ParseUint(hi, 16, 64)
+			for _, r := range ranges {
+				if uint64(r.Start) == start && uint64(r.End) == end {
+					in = true
+					size += int64(r.End - r.Start)
+				}
+			}
+			continue
+		}
+		if in && f[0] == "Rss:" {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			want += v << 10
+		}
+	}
+	t.Logf("program text resident: %d KiB by pagemap, %d KiB by smaps, of %d KiB mapped", got>>10, want>>10, size>>10)
+	if want <= 0 || size <= 0 {
+		t.Fatalf("smaps names no resident program mapping (%d of %d bytes)", want, size)
+	}
+	if got <= 0 || got > size || got < want-(1<<20) || got > want+(1<<20) {
+		t.Fatalf("ProgramTextResident = %d bytes; smaps says %d resident of %d mapped", got, want, size)
+	}
 }

@@ -43,6 +43,12 @@ type Runtime struct {
 	pg         *pause.Gate
 	unregPause func()
 	paused     pauseState
+	// The locked program text: its resident bytes (nil: not locked or not
+	// readable), how often a pause released it and what was resident after the
+	// last release (applyMu).
+	textMeter    func() int64
+	textReleases int
+	textAfter    int64
 
 	level    atomic.Int32
 	headGoal atomic.Int64            // the budget the headroom asks for
@@ -117,15 +123,25 @@ func New(cfg Config) (_ *Runtime, err error) {
 			r.info("OOM preference: oom_score_adj %d → 1000, the loader goes before its co-tenant", old)
 		}
 	}
+	textLocked := false
 	if cfg.Mode == Elastic && cfg.Process.LockText {
 		if n, err := LockProgramText(); err != nil {
 			r.info("program text: not locked (%v)", err)
 		} else {
+			textLocked = true
 			r.info("program text: %s of mappings locked as faulted in (mlock2 MLOCK_ONFAULT)", bytesize.Human(n))
 		}
 	}
 	if cfg.Mode == Elastic {
 		hc := cfg.Headroom
+		if textLocked {
+			r.textMeter = programTextMeter()
+			if hc.SelfLocked == nil {
+				// The locked text grows as the loader starts: that growth is the
+				// loader's own, and projected as the others' it paused it for nothing.
+				hc.SelfLocked = r.textMeter
+			}
+		}
 		if hc.Interval == 0 {
 			hc.Interval = HeadroomInterval
 		}
@@ -184,7 +200,7 @@ func (r *Runtime) openBuffers() error {
 	if size == 0 {
 		size = FixedReadPool
 		if r.cfg.Mode == Elastic {
-			size = r.cfg.BudgetFloor
+			size = min(r.cfg.BudgetFloor, ElasticReadPool)
 		}
 	}
 	var err error

@@ -8,3 +8,10 @@ import "errors"
 func ReleaseProgramText() (int64, error) {
 	return 0, errors.New("memory: release program text: needs Linux")
 }
+
+// ProgramTextResident needs Linux (/proc/self/pagemap).
+func ProgramTextResident() (int64, error) {
+	return 0, errors.New("memory: program text resident: needs Linux")
+}
+
+func programTextMeter() func() int64 { return nil }

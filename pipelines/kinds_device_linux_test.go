@@ -21,6 +21,10 @@ import (
 	"github.com/psiflow/psiflow/tensor"
 )
 
+func init() {
+	afterTests = append(afterTests, fakecuda.Cleanup) // the fake CUDA drivers these tests build
+}
+
 // toDevice is a pipeline that ends on a device: 30 generated images, decoded
 // to uint8 3×16×16, in batches of 8 (the last one 6), pinned, copied and
 // handed on, then discarded.

@@ -88,7 +88,7 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	if io := source.IOStatus(); io.Reason != "" {
 		b.Info("reader %s (%s)", io.Backend, io.Reason)
 	} else {
-		b.Info("reader %s", io.Backend)
+		b.Info("reader %s, %s", io.Backend, io.SmallFiles())
 	}
 	o, err := shardOptions(cfg, b.Epoch)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/parquet/file"
 
+	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/synth"
 	"github.com/psiflow/psiflow/tensor"
@@ -124,6 +125,24 @@ func TestSinkKinds(t *testing.T) {
 	if _, _, err := runFile(t, genFile(9, 4, "{kind: arrow, config: {}}", ""), Hooks{}); err == nil || !strings.Contains(err.Error(), "one of path and socket") {
 		t.Fatalf("arrow without a destination: %v", err)
 	}
+	// discard of batches is package sink's Null: it saw every batch the summary counts.
+	var null *sink.Null
+	items, batches, err := runFile(t, genFile(21, 8, "discard", "epochs: 2\n"), Hooks{Sink: func(node string, s sink.Sink) {
+		if n, ok := s.(*sink.Null); ok && node == "discard" {
+			null = n
+		} else {
+			t.Errorf("sink %s: %T, want discard's *sink.Null", node, s)
+		}
+	}})
+	if err != nil || items != 42 || batches != 6 {
+		t.Fatalf("discard: %d samples in %d batches, %v; want 42 in 6", items, batches, err)
+	}
+	if null == nil {
+		t.Fatal("discard opened no sink.Null")
+	}
+	if nb, ns, bytes := null.Counts(); nb != 6 || ns != 42 || bytes != 42*3*16*16 {
+		t.Fatalf("sink.Null counted %d batches, %d samples, %d bytes; want 6, 42, %d", nb, ns, bytes, 42*3*16*16)
+	}
 }
 
 // Decoded bytes are reserved from the budget before decoding: an upscale to
@@ -167,6 +186,32 @@ func TestPixelLimitNamesTheOption(t *testing.T) {
 	}}, "decode.max_pixels=100")
 	if err == nil || !strings.Contains(err.Error(), "raise -max-pixels if") {
 		t.Fatalf("error %v, want it to name -max-pixels", err)
+	}
+}
+
+// The skip limit's error names the option that raises it where the user set
+// it: the pipeline file's key, or the front-end's flag (psiflow run has no
+// -max-skips).
+func TestSkipLimitNamesTheOption(t *testing.T) {
+	flag := func(node, param string) string {
+		if param == "max_skips" {
+			return "-max-skips"
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		option func(node, param string) string
+		want   string
+	}{
+		{nil, "the limit of 1 (decode.max_skips in the pipeline file (-set decode.max_skips=N))"},
+		{flag, "the limit of 1 (-max-skips)"},
+	} {
+		// Every 64×48 image is over the pixel limit: the second skip breaks the limit of one.
+		_, _, err := runFile(t, genFile(6, 2, "discard", ""), Hooks{Option: tc.option}, "decode.max_pixels=1000",
+			"decode.on_error=skip", "decode.max_skips=1", "decode.workers=1")
+		if err == nil || !strings.Contains(err.Error(), "too many bad samples: 1 skipped already, "+tc.want) {
+			t.Errorf("error %v, want it to say %q", err, tc.want)
+		}
 	}
 }
 

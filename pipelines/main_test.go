@@ -7,14 +7,19 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/psiflow/psiflow/internal/fakecuda"
 	"github.com/psiflow/psiflow/reexec"
 )
+
+// afterTests run once every test has: the Linux device kinds' tests add the
+// removal of the fake CUDA drivers they built (kinds_device_linux_test.go).
+var afterTests []func()
 
 func TestMain(m *testing.M) {
 	reexec.Init()
 	code := m.Run()
-	fakecuda.Cleanup() // the fake CUDA drivers the device kinds' tests built
+	for _, f := range afterTests {
+		f()
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

@@ -32,15 +32,34 @@ type MemorySample struct {
 	Unreclaimable int64
 	// Self is this process's own part of it: RssAnon + RssShmem of /proc/self/status.
 	Self int64
+	// Unevictable is the group's unevictable part of Unreclaimable (memory.stat
+	// unevictable, v1 total_unevictable; 0 where unknown).
+	Unevictable int64
+	// SelfLocked is this process's own locked file pages, resident (the program
+	// text it locked: [HeadroomConfig.SelfLocked]). Where the pages were first
+	// read in this group they are among its Unevictable; where they were read
+	// elsewhere they are charged there, which is why [MemorySample.OwnText] counts
+	// at most Unevictable of them.
+	SelfLocked int64
 }
 
-// Others returns the unreclaimable bytes held by the other processes of the group.
+// Others returns the unreclaimable bytes of the group that this process's Self
+// does not hold. They include its own locked text charged here ([MemorySample.OwnText]),
+// which reclaim cannot take either: the allowances count it as taken.
 func (s MemorySample) Others() int64 { return max(0, s.Unreclaimable-s.Self) }
+
+// OwnText returns this process's locked text charged to the group: SelfLocked, at
+// most the group's Unevictable.
+func (s MemorySample) OwnText() int64 { return min(s.SelfLocked, s.Unevictable) }
 
 // HeadroomConfig configures a [Headroom]. Floor and Max are required.
 type HeadroomConfig struct {
 	// Read takes a sample; nil reads the calling process's cgroup ([CgroupMemory]).
 	Read func() (MemorySample, error)
+	// SelfLocked, when set, returns this process's own locked and resident file
+	// pages (its locked program text) for [MemorySample.SelfLocked] of every
+	// sample [Headroom.Update] takes.
+	SelfLocked func() int64
 	// Floor is the loader's smallest working set that still makes progress (encoded
 	// files of one batch, one batch of output tensors, decode scratch per worker).
 	Floor int64
@@ -177,6 +196,9 @@ func (h *Headroom) Update() (HeadroomReport, error) {
 	if err != nil {
 		return HeadroomReport{}, fmt.Errorf("headroom: %w", err)
 	}
+	if h.cfg.SelfLocked != nil {
+		s.SelfLocked = h.cfg.SelfLocked()
+	}
 	return h.Observe(s), nil
 }
 
@@ -185,10 +207,19 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	others := s.Others()
+	base := !h.seen // s is the sample the next growth is measured from
 	if h.seen {
-		if dt := s.At.Sub(h.prev.At).Seconds(); dt > 0 {
-			rate := float64(others-h.prev.Others()) / dt
+		// Over less than half an interval a step of noise is a steep rate (the
+		// first sample of a run comes a few milliseconds after New's, and 0.6 MiB
+		// in 20 ms projected 13 MiB ahead and paused a loader that had room):
+		// such a sample leaves the growth and its base as they are.
+		if dt := s.At.Sub(h.prev.At); dt >= h.cfg.Interval/2 {
+			// The growth is the other processes': the loader's own text, locked
+			// as it runs, grows while it starts, and projected ahead it paused a
+			// loader that had room.
+			rate := float64((others-s.OwnText())-(h.prev.Others()-h.prev.OwnText())) / dt.Seconds()
 			h.growth = 0.5*h.growth + 0.5*rate // smooth one noisy step, follow a ramp
+			base = true
 		}
 	}
 	reserve := h.cfg.Reserve
@@ -209,7 +240,10 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 	r := HeadroomReport{MemorySample: s, Growth: h.growth, Allowance: allowance, Budget: budget,
 		Current: s.Limit - others - reserve, Reserve: reserve,
 		BelowFloor: below, Changed: below != h.below}
-	h.below, h.prev, h.seen, h.last = below, s, true, r
+	if base {
+		h.prev = s
+	}
+	h.below, h.seen, h.last = below, true, r
 	return r
 }
 
@@ -279,6 +313,9 @@ func CgroupMemory(tree *cgroup.Tree, proc string) (func() (MemorySample, error),
 			return s, err
 		}
 		s.Unreclaimable = st.Unreclaimable()
+		if v, ok := st.Get("unevictable"); ok {
+			s.Unevictable = int64(min(v, uint64(s.Unreclaimable)))
+		}
 		return s, nil
 	}, nil
 }

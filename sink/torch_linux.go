@@ -502,7 +502,16 @@ func (t *Torch) release(slot int) error {
 // "error" with cause's message, which Python raises), closes the connection
 // and the ring, and returns every outstanding batch's bytes to the budget.
 // Python keeps its own mapping of the ring until it closes it.
-func (t *Torch) Close(cause error) error {
+func (t *Torch) Close(cause error) error { return t.closeWithin(cause, t.cfg.closeWait()) }
+
+// Stop is [Torch.Close] for a stream stopped from outside (a signal): it waits
+// at most a second, not CloseWait, for the consumer to read cause and hang up,
+// since a consumer in a long training step would hold the stop up that long.
+func (t *Torch) Stop(cause error) error {
+	return t.closeWithin(cause, min(t.cfg.closeWait(), time.Second))
+}
+
+func (t *Torch) closeWithin(cause error, wait time.Duration) error {
 	t.once.Do(func() {
 		t.mu.Lock()
 		t.closing = true
@@ -523,7 +532,7 @@ func (t *Torch) Close(cause error) error {
 					_ = conn.CloseWrite()
 					select {
 					case <-t.readDone:
-					case <-time.After(t.cfg.closeWait()):
+					case <-time.After(wait):
 					}
 				}
 			}

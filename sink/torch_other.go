@@ -45,5 +45,8 @@ func (t *Torch) Consume(context.Context, *tensor.Batch) error { return errTorchL
 // Close does nothing.
 func (t *Torch) Close(error) error { return nil }
 
+// Stop is [Torch.Close] for a stream stopped from outside.
+func (t *Torch) Stop(error) error { return nil }
+
 // Lend fails on this platform.
 func (t *Torch) Lend(context.Context, int64) ([]byte, func(), error) { return nil, nil, errTorchLinux }

@@ -1,3 +1,8 @@
+// The benchmark drops the files from the page cache with fadvise(DONTNEED) after
+// fdatasync, which this file calls as Linux's.
+
+//go:build linux
+
 package source
 
 import (

@@ -18,6 +18,18 @@
 // [0, end read) after a file is consumed when [ReaderOptions.DropCache] is set.
 // A failed read is a [*ReadError] naming the path and the offset.
 //
+// A file dataset read with io_uring reads each whole file of up to 4 MiB by
+// its path with one chained submission ([Status.Chain]): an open into a
+// direct descriptor (a slot of the ring's file table) linked to the read,
+// where a descriptor costs open, fstat, fcntl, read and close system calls
+// (the slot's next open replaces the file; closing the reader drops the rest); the admission takes the file's type and size from one stat by path.
+// A short read, EINTR or EAGAIN, or an O_DIRECT open the file system refuses
+// is finished on a descriptor of its own; the iterator counts each path
+// ([ReadPathReporter]), with the reason of the first fallback. Kernels
+// without direct descriptors (before 5.15), the pread backend, DropCache
+// without Direct (fadvise needs a descriptor), network and user-space file
+// systems and [ReaderOptions.SeparateCalls] read on descriptors.
+//
 // Every dataset file is opened with O_NONBLOCK and kept only when fstat
 // says it is a regular file: a named pipe, socket or device put in place of
 // a listed file is refused with an error wrapping [ErrNotRegular] that names

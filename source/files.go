@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,6 +80,7 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 	if workers <= 0 {
 		workers = defaultWorkers(backend)
 	}
+	it.chain, it.paths.Reason = chainFor(backend, &r.Reader)
 	// Each worker holds up to QueueDepth reads in flight plus a short queue on
 	// each side; the default pool covers that so it overflows only when the
 	// consumer holds samples.
@@ -128,12 +130,14 @@ func (d *Files) Samples(opts Options) (Iterator[*Sample], error) {
 }
 
 type fileJob struct {
-	k    int
-	idx  int // dataset index of the file
-	path string
-	f    *File
-	buf  Buffer
-	err  error
+	k     int
+	idx   int // dataset index of the file
+	path  string
+	size  int64 // bytes to read: the size at open, or at the stat of a chained read
+	f     *File // nil for a chained read, which the reader opens itself
+	whole *wholeFile
+	buf   Buffer
+	err   error
 }
 
 type fileResult struct {
@@ -154,7 +158,13 @@ type fileIter struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	results []chan fileResult
-	failed  atomic.Pointer[error]    // a worker's reader failed
+	failed  atomic.Pointer[error] // a worker's reader failed
+	chain   bool                  // small files are read by path, chained (see chainFor)
+	paths   ReadPaths             // Reason only; the counts are below
+	nChain  atomic.Int64
+	nFell   atomic.Int64
+	nSep    atomic.Int64
+	fellWhy atomic.Pointer[string]
 	waiting []atomic.Pointer[string] // per worker: the file whose read it waits for, nil when none
 	err     error
 	closed  bool
@@ -172,12 +182,22 @@ func (it *fileIter) admit(ctx context.Context, jobs []chan fileJob) {
 	for k := it.next; k < it.count; k++ {
 		e := it.entry(k)
 		job := fileJob{k: k, path: it.d.paths[e], idx: it.d.indexOf(e)}
-		job.f, job.err = openFile(job.path, &it.r.Reader)
+		if it.chain {
+			job.whole, job.err = statWhole(job.path)
+		}
+		if job.whole == nil && job.err == nil {
+			job.f, job.err = openFile(job.path, &it.r.Reader)
+		}
 		if job.err == nil {
-			job.buf, job.err = it.admitRead(ctx, job.f.Size)
+			if job.whole != nil {
+				job.size = job.whole.size
+			} else {
+				job.size = job.f.Size
+			}
+			job.buf, job.err = it.admitRead(ctx, job.size)
 			if job.err != nil {
-				job.f.Close()
-				job.f = nil
+				job.closeFile()
+				job.whole = nil
 				if ctx.Err() != nil {
 					return
 				}
@@ -231,8 +251,8 @@ func (j *fileJob) release(budget Budget) {
 
 // releaseBudget returns the job's bytes of budget (taken with its buffer).
 func (j *fileJob) releaseBudget(budget Budget) {
-	if budget != nil && j.f != nil && j.f.Size > 0 {
-		budget.Release(j.f.Size)
+	if budget != nil && j.size > 0 {
+		budget.Release(j.size)
 	}
 }
 
@@ -339,7 +359,7 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 				case err != nil:
 					res.err, res.done = err, true
 				default:
-					if err := reader.Submit(Request{File: job.f, Buf: job.buf.Bytes(), Permit: it.r.Gate, Tag: res}); err != nil {
+					if err := reader.Submit(Request{File: job.f, whole: job.whole, Buf: job.buf.Bytes(), Permit: it.r.Gate, Tag: res}); err != nil {
 						res.err, res.done = err, true
 						if it.r.Gate != nil {
 							it.r.Gate.Release()
@@ -370,8 +390,9 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 		for _, c := range comps[:n] {
 			res := c.Tag.(*fileResult)
 			res.n, res.err, res.done = c.N, c.Err, true
-			if res.err == nil && int64(c.N) != res.f.Size {
-				res.err = &ReadError{Op: "read", Path: res.path, Off: int64(c.N), Err: fmt.Errorf("file ended after %d of %d bytes", c.N, res.f.Size)}
+			it.tally(c)
+			if res.err == nil && int64(c.N) != res.size {
+				res.err = &ReadError{Op: "read", Path: res.path, Off: int64(c.N), Err: fmt.Errorf("file ended after %d of %d bytes", c.N, res.size)}
 			}
 		}
 		clear(comps[:n])
@@ -424,8 +445,8 @@ func (it *fileIter) Next(ctx context.Context) (*Sample, error) {
 			}
 			continue
 		}
-		res.f.Close()
-		s := &Sample{Key: res.path, Shard: res.path, Index: int64(res.idx), bufs: []Buffer{res.buf}, budget: it.r.Budget, bytes: res.f.Size}
+		res.closeFile()
+		s := &Sample{Key: res.path, Shard: res.path, Index: int64(res.idx), bufs: []Buffer{res.buf}, budget: it.r.Budget, bytes: res.size}
 		s.Fields = []Field{{Name: extOf(res.path), Data: res.buf.Bytes()[:res.n]}}
 		return s, nil
 	}
@@ -458,6 +479,84 @@ func (it *fileIter) Position() Position {
 }
 
 func (it *fileIter) Skipped() int64 { return it.skip.skipped }
+
+// ReadPaths counts how a file dataset's reads went, so that a run can say
+// which path its small files took (see [Status.Chain]).
+type ReadPaths struct {
+	// Chained files were each read with one chained io_uring submission
+	// (open into a direct descriptor linked to the read).
+	Chained int64
+	// FellBack files were submitted chained and finished on a descriptor
+	// of their own (a short read, EINTR or EAGAIN, O_DIRECT refused at
+	// open); FellBackWhy says why for the first of them.
+	FellBack    int64
+	FellBackWhy string
+	// Separate files were opened, read and closed with calls of their own.
+	Separate int64
+	// Reason says why the dataset does not chain its reads; "" when it does.
+	Reason string
+}
+
+// ReadPathReporter is implemented by iterators that count how their files
+// were read (file datasets).
+type ReadPathReporter interface {
+	// ReadPaths returns the counts so far.
+	ReadPaths() ReadPaths
+}
+
+// ReadPaths returns how the files read so far were read.
+func (it *fileIter) ReadPaths() ReadPaths {
+	p := it.paths
+	p.Chained, p.FellBack, p.Separate = it.nChain.Load(), it.nFell.Load(), it.nSep.Load()
+	if w := it.fellWhy.Load(); w != nil {
+		p.FellBackWhy = *w
+	}
+	return p
+}
+
+// tally records how a completed read went.
+func (it *fileIter) tally(c Completion) {
+	switch c.via {
+	case viaChain:
+		it.nChain.Add(1)
+	case viaFallback:
+		it.nFell.Add(1)
+		why := c.why
+		if it.fellWhy.CompareAndSwap(nil, &why) {
+			// Said once per iterator: a fallback costs a descriptor's calls per
+			// file, and a file system that forces it on every file should be seen.
+			logger := it.r.Reader.Logger
+			if logger == nil {
+				logger = slog.Default()
+			}
+			path := ""
+			if r, ok := c.Tag.(*fileResult); ok {
+				path = r.path
+			}
+			logger.Warn("psiflow: a chained small-file read was finished on a descriptor of its own (counted in ReadPaths; later ones are not logged)", "path", path, "reason", why)
+		}
+	default:
+		it.nSep.Add(1)
+	}
+}
+
+// chainFor says whether a dataset read by backend with opts reads its
+// small files by path, chained, and why not when it does not.
+func chainFor(backend Backend, opts *ReaderOptions) (bool, string) {
+	st := IOStatus()
+	switch {
+	case opts.SeparateCalls:
+		return false, "ReaderOptions.SeparateCalls"
+	case backend != BackendURing:
+		return false, "the " + string(backend) + " backend reads through descriptors"
+	case !st.Chain:
+		return false, st.ChainReason
+	case opts.DropCache && !opts.Direct:
+		// The page cache is dropped through the descriptor once read.
+		return false, "DropCache without Direct (fadvise needs a descriptor)"
+	}
+	return true, ""
+}
 
 // Waiting returns the files whose reads the workers are waiting for now,
 // including reads that Close has cancelled and still waits for.

@@ -80,6 +80,10 @@ type ReaderOptions struct {
 	Observer ReadObserver
 	// Faults, when set, injects faults at the system-call seam (tests only).
 	Faults FaultInjector
+	// SeparateCalls makes file datasets open, stat, read and close each file
+	// with calls of their own even where the io_uring reader can chain them
+	// into one submission (see [Status.Chain]); for comparisons.
+	SeparateCalls bool
 }
 
 func (o *ReaderOptions) defaults() {
@@ -107,14 +111,46 @@ type Request struct {
 	Permit Gate
 	// Tag is the caller's; it comes back in the Completion.
 	Tag any
+
+	// whole, when File is nil, names a whole file to be read by its path
+	// into Buf from offset 0 (the io_uring reader chains its open, read and
+	// close into one submission).
+	whole *wholeFile
 }
+
+// wholeFile is a file the reader opens, reads whole and closes itself: what
+// the dataset learnt of it at admission (one stat by path).
+type wholeFile struct {
+	path string
+	id   fileID
+	size int64
+}
+
+// chainLimit is the largest file read through a chained open, read and
+// close: larger files are read on a descriptor of their own, in pieces.
+const chainLimit = preadChunk
 
 // Completion is a finished read. N < len(Buf) with a nil Err means end of file.
 type Completion struct {
 	Request
 	N   int
 	Err error
+
+	// via says how a whole-file request was read; "" for other requests.
+	via readVia
+	// why says why a chained read was finished on a descriptor of its own.
+	why string
 }
+
+// readVia is how a whole-file request was read.
+type readVia uint8
+
+const (
+	viaNone     readVia = iota
+	viaChain            // one chained submission: open linked to read
+	viaFallback         // chained, then finished on a descriptor of its own (Completion.why)
+	viaSeparate         // on a descriptor of its own from the start (the reader cannot chain)
+)
 
 // ReadError is a failed read: it names the file and the offset (Off < 0
 // when no byte offset is known, as inside an Arrow IPC record batch).
@@ -252,10 +288,29 @@ type Status struct {
 	// Err is set when PSIFLOW_IO holds a value that names no backend;
 	// NewReader then fails with it instead of guessing.
 	Err error
+	// Chain is true when file datasets read each whole small file (up to
+	// 4 MiB) with one chained io_uring submission: open into a direct
+	// descriptor linked to the read, instead of open, fstat, read and close
+	// system calls. ChainReason says why not when it is false.
+	Chain       bool
+	ChainReason string
+}
+
+// SmallFiles describes how file datasets read small files here, for logs
+// and `psiflow doctor`.
+func (s Status) SmallFiles() string {
+	if s.Chain {
+		return "small files chained (open and read linked in one io_uring submission)"
+	}
+	return "small files read with separate open, read and close calls: " + s.ChainReason
 }
 
 // uringReason probes io_uring once per process; "" means usable.
 var uringReason = sync.OnceValue(uringUnavailable)
+
+// chainReason probes once per process whether an io_uring ring chains an
+// open into a direct descriptor, a read and a close; "" means it does.
+var chainReason = sync.OnceValue(chainUnavailable)
 
 var (
 	statusOnce  sync.Once
@@ -271,6 +326,17 @@ func IOStatus() Status {
 }
 
 func probeStatus() Status {
+	st := probeBackend()
+	if st.Backend != BackendURing || st.Reason != "" {
+		st.ChainReason = "the " + string(BackendPread) + " backend reads through descriptors"
+		return st
+	}
+	st.ChainReason = chainReason()
+	st.Chain = st.ChainReason == ""
+	return st
+}
+
+func probeBackend() Status {
 	switch env := Backend(os.Getenv(EnvIO)); env {
 	case BackendPread:
 		return Status{Backend: BackendPread, Reason: EnvIO + "=pread", Forced: true}

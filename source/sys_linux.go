@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
@@ -117,4 +118,105 @@ func remoteFS(fd int, dev uint64) bool {
 	_, remote := remoteMagics[int64(sfs.Type)]
 	remoteByDev.Store(dev, remote)
 	return remote
+}
+
+// statWhole stats path for a chained read (open, read and close in one
+// io_uring submission): the type, size and identity the open and the read
+// then rely on. It returns nil and no error when the file is better read on
+// a descriptor of its own: empty, larger than chainLimit, or on a network or
+// user-space file system (whose reads the reader hands to the kernel's
+// workers, see remoteFS). Anything but a regular file is refused, named.
+//
+// The type is checked here, by path, not on the descriptor the chain opens:
+// the chain opens with O_NONBLOCK, so a named pipe swapped in between
+// returns at once and reads nothing (the read is then finished on a
+// descriptor of its own, which names it), but a device node swapped in
+// between would be read as data, up to the size stat'ed here.
+func statWhole(path string) (*wholeFile, error) {
+	var st unix.Stat_t
+	for {
+		err := unix.Stat(path, &st)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return nil, &ReadError{Op: "stat", Path: path, Off: -1, Err: err}
+		}
+	}
+	if uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG {
+		return nil, notRegular(path, modeOf(uint32(st.Mode)))
+	}
+	if st.Size <= 0 || st.Size > chainLimit || remotePath(path, uint64(st.Dev)) {
+		return nil, nil
+	}
+	return &wholeFile{path: path, id: fileID{uint64(st.Dev), uint64(st.Ino)}, size: st.Size}, nil
+}
+
+// remotePath is remoteFS for a path: statfs once per device.
+func remotePath(path string, dev uint64) bool {
+	if v, ok := remoteByDev.Load(dev); ok {
+		return v.(bool)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(path, &sfs); err != nil {
+		return true // unknown: the safe side
+	}
+	_, remote := remoteMagics[int64(sfs.Type)]
+	remoteByDev.Store(dev, remote)
+	return remote
+}
+
+// chainUnavailable opens "/" into a direct descriptor of a small ring and
+// closes it, linked, as the chained reads do: "" when the kernel does it
+// (Linux ≥ 5.15), else why not.
+func chainUnavailable() string {
+	r, err := uring.New(4, 0)
+	if err != nil {
+		return describeSetupError(err)
+	}
+	defer r.Close()
+	p, err := r.Probe()
+	if err != nil {
+		return fmt.Sprintf("io_uring probe failed: %v", err)
+	}
+	if !p.Supports(uring.OpOpenat) || !p.Supports(uring.OpClose) {
+		return "kernel lacks IORING_OP_OPENAT or IORING_OP_CLOSE (Linux ≥ 5.6 needed)"
+	}
+	if err := r.RegisterFiles([]int32{-1}); err != nil {
+		return fmt.Sprintf("io_uring refuses a sparse registered file table: %v", err)
+	}
+	root := []byte("/\x00")
+	e := r.SQE()
+	e.PrepOpenatDirect(uring.ATFDCWD, &root[0], unix.O_RDONLY|unix.O_DIRECTORY, 0, 0)
+	e.Flags |= uring.SQEIOLink
+	e.UserData = 0
+	e = r.SQE()
+	e.PrepCloseDirect(0)
+	e.UserData = 1
+	if _, err := r.Submit(2); err != nil {
+		return fmt.Sprintf("io_uring chained open and close: %v", err)
+	}
+	var res [2]int32
+	for got := 0; got < 2; {
+		c, ok := r.PeekCQE()
+		if !ok {
+			if _, err := r.Submit(1); err != nil {
+				return fmt.Sprintf("io_uring chained open and close: %v", err)
+			}
+			continue
+		}
+		r.CQESeen()
+		if c.UserData < 2 {
+			res[c.UserData] = c.Res
+		}
+		got++
+	}
+	runtime.KeepAlive(root)
+	if res[0] < 0 {
+		return fmt.Sprintf("io_uring open into a direct descriptor refused: %v (Linux ≥ 5.15 needed)", unix.Errno(-res[0]))
+	}
+	if res[1] < 0 {
+		return fmt.Sprintf("io_uring close of a direct descriptor refused: %v (Linux ≥ 5.15 needed)", unix.Errno(-res[1]))
+	}
+	return ""
 }

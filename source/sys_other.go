@@ -25,3 +25,8 @@ func newURingReader(ReaderOptions) (Reader, error) {
 
 // remoteFS reports false: only the io_uring reader (Linux) acts on it.
 func remoteFS(int, uint64) bool { return false }
+
+func chainUnavailable() string { return "io_uring is Linux-only" }
+
+// statWhole returns no chained read: chains are io_uring's (Linux).
+func statWhole(string) (*wholeFile, error) { return nil, nil }

@@ -38,7 +38,21 @@ type pendingRead struct {
 	retries  int
 	used     bool
 	injected unix.Errno // a fault injected in place of this submission
+
+	// A chained whole-file read (req.whole): open, read.
+	pathz     []byte // req.whole.path, NUL-terminated, alive until the open completes
+	chainLeft int    // completions of the chain not yet reaped
+	res       [2]int32
+	via       readVia
+	why       string
+	own       bool // req.File was opened by the reader (a fallback): it closes it
 }
+
+// The stages of a chain, in the bits of the user data above the request id.
+const (
+	stageOpen = 0
+	stageRead = 1
+)
 
 // uringReader is a Reader over one io_uring ring.
 type uringReader struct {
@@ -49,8 +63,11 @@ type uringReader struct {
 	free      []uint32
 	inflight  int
 	backlog   []Completion
-	fileTable []int32 // nil until the first registered open
+	fileTable []int32 // nil until the first registered open or chain
+	tableErr  error   // the kernel refused the file table
 	freeSlots []int
+	chains    bool            // whole-file reads are chained
+	noDirect  map[uint64]bool // devices whose file system refused a chained O_DIRECT open
 	closed    bool
 	cancelled bool // Close cancelled the reads in flight: none is resubmitted
 	failed    error
@@ -60,11 +77,18 @@ type memRange struct{ start, end uintptr }
 
 func newURingReader(opts ReaderOptions) (Reader, error) {
 	depth := 1 << bits.Len(uint(opts.QueueDepth-1)) // ring sizes are powers of two
+	chains := !opts.SeparateCalls && chainReason() == ""
+	if chains {
+		depth *= 2 // two entries per chained read
+	}
 	ring, err := uring.New(uint32(depth), uring.SetupClamp|uring.SetupCoopTaskrun)
 	if err != nil {
 		return nil, fmt.Errorf("source: io_uring reader: %w", err)
 	}
 	r := &uringReader{opts: opts, ring: ring, pending: make([]pendingRead, opts.QueueDepth)}
+	if sq, _ := ring.Entries(); chains && sq >= 2 {
+		r.chains = r.table() == nil
+	}
 	for i := opts.QueueDepth - 1; i >= 0; i-- {
 		r.free = append(r.free, uint32(i))
 	}
@@ -101,15 +125,8 @@ func (r *uringReader) Open(path string) (*File, error) {
 	if err != nil || !r.opts.RegisterFiles {
 		return f, err
 	}
-	if r.fileTable == nil {
-		r.fileTable = make([]int32, fileTableSize)
-		for i := range r.fileTable {
-			r.fileTable[i] = -1
-			r.freeSlots = append(r.freeSlots, fileTableSize-1-i)
-		}
-		if err := r.ring.RegisterFiles(r.fileTable); err != nil {
-			r.freeSlots = nil // registration refused: read through plain descriptors
-		}
+	if err := r.table(); err != nil {
+		return f, nil // registration refused: read through plain descriptors
 	}
 	if n := len(r.freeSlots); n > 0 {
 		slot := r.freeSlots[n-1]
@@ -120,6 +137,28 @@ func (r *uringReader) Open(path string) (*File, error) {
 		}
 	}
 	return f, nil
+}
+
+// table registers the ring's file table once: fileTableSize slots for
+// [ReaderOptions.RegisterFiles], then one per request for chained reads
+// (request id + fileTableSize), all empty.
+func (r *uringReader) table() error {
+	if r.fileTable != nil || r.tableErr != nil {
+		return r.tableErr
+	}
+	t := make([]int32, fileTableSize+len(r.pending))
+	for i := range t {
+		t[i] = -1
+	}
+	if err := r.ring.RegisterFiles(t); err != nil {
+		r.tableErr = err
+		return err
+	}
+	r.fileTable = t
+	for i := range fileTableSize {
+		r.freeSlots = append(r.freeSlots, fileTableSize-1-i)
+	}
+	return nil
 }
 
 func (r *uringReader) releaseSlot(f *File) {
@@ -151,6 +190,9 @@ func (r *uringReader) Submit(req Request) error {
 	}
 	if r.failed != nil {
 		return r.failed
+	}
+	if req.File == nil && req.whole != nil {
+		return r.submitWhole(req)
 	}
 	if req.File == nil || req.File.f == nil {
 		return errors.New("source: submit on a nil or closed file")
@@ -261,11 +303,15 @@ func (r *uringReader) drain() {
 			return
 		}
 		r.ring.CQESeen()
-		if c.UserData >= uint64(len(r.pending)) || !r.pending[c.UserData].used {
+		id, stage := uint32(c.UserData), c.UserData>>32
+		if c.UserData&cancelUserData != 0 || id >= uint32(len(r.pending)) || !r.pending[id].used {
 			continue // a cancel request's own completion
 		}
-		id := uint32(c.UserData)
 		p := &r.pending[id]
+		if p.chainLeft > 0 {
+			r.chainCompletion(id, stage, c.Res)
+			continue
+		}
 		if p.injected != 0 {
 			c.Res, p.injected = -int32(p.injected), 0
 		}
@@ -277,7 +323,7 @@ func (r *uringReader) drain() {
 				r.prep(id)
 				continue
 			}
-			r.complete(id, &ReadError{Op: "read", Path: p.req.File.Path, Off: p.req.Off + int64(p.done), Err: errno})
+			r.complete(id, &ReadError{Op: "read", Path: p.path(), Off: p.req.Off + int64(p.done), Err: errno})
 		case c.Res == 0:
 			r.complete(id, nil) // end of file
 		default:
@@ -293,9 +339,15 @@ func (r *uringReader) drain() {
 
 func (r *uringReader) complete(id uint32, err error) {
 	p := &r.pending[id]
-	c := Completion{Request: p.req, N: min(p.done, len(p.req.Buf)), Err: err}
-	if err == nil {
+	c := Completion{Request: p.req, N: min(p.done, len(p.req.Buf)), Err: err, via: p.via, why: p.why}
+	if err == nil && p.req.File != nil {
 		p.req.File.advance(p.req.Off + int64(c.N))
+	}
+	if p.own {
+		if cerr := p.req.File.Close(); cerr != nil && c.Err == nil {
+			c.Err = cerr
+		}
+		c.File = nil
 	}
 	if p.req.Permit != nil {
 		p.req.Permit.Release()
@@ -380,6 +432,13 @@ func (r *uringReader) cancelAll() {
 		}
 		e.PrepCancel(uint64(id))
 		e.UserData = cancelUserData
+		if r.pending[id].chainLeft > 0 {
+			// The open may be done: cancel the read too.
+			if e = r.ring.SQE(); e != nil {
+				e.PrepCancel(uint64(id) | stageRead<<32)
+				e.UserData = cancelUserData
+			}
+		}
 	}
 	if _, err := r.ring.Submit(0); err != nil {
 		r.fail(err)

@@ -1,3 +1,8 @@
+// The tests run the loader against the fake CUDA driver (internal/fakecuda), which
+// is built and loaded on Linux only.
+
+//go:build linux
+
 package main
 
 import (

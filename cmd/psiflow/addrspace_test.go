@@ -1,3 +1,8 @@
+// The virtual-memory limit (RLIMIT_AS) checks are Linux's, and the tests share
+// genFolder with the other Linux tests of the command.
+
+//go:build linux
+
 package main
 
 import (
@@ -6,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,9 +28,6 @@ var plainBinary struct {
 
 func psiflowBinary(t *testing.T) string {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("virtual-memory limits are checked on Linux")
-	}
 	if testing.Short() {
 		t.Skip("-short: builds psiflow without -race")
 	}

@@ -25,7 +25,7 @@ func describeReader(st source.Status) (bool, string) {
 		if st.Forced {
 			return true, "io_uring (forced by " + source.EnvIO + ")"
 		}
-		return true, "io_uring (one ring per worker, registered buffers)"
+		return true, "io_uring (one ring per worker, registered buffers; " + st.SmallFiles() + ")"
 	case st.Backend == source.BackendURing:
 		return false, fmt.Sprintf("io_uring forced by %s but unavailable: %s", source.EnvIO, st.Reason)
 	default:

@@ -1,3 +1,8 @@
+// TestMain removes the fake CUDA driver's builds (internal/fakecuda), which the
+// tests, all Linux's like the device stages they test, make.
+
+//go:build linux
+
 package h2d
 
 import (

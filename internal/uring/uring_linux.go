@@ -283,6 +283,10 @@ func (r *Ring) SQE() *SQE {
 // Pending returns how many prepared entries have not yet been submitted.
 func (r *Ring) Pending() uint32 { return r.sqeTail - atomic.LoadUint32(r.sqHead) }
 
+// Space returns how many entries [Ring.SQE] can hand out before a submission:
+// a linked chain must be prepared whole, or its links would be cut.
+func (r *Ring) Space() uint32 { return r.sqEntries - (r.sqeTail - atomic.LoadUint32(r.sqHead)) }
+
 // RawSubmitMax is the largest batch Submit(0) hands to the kernel as a raw system call.
 const RawSubmitMax = 4
 

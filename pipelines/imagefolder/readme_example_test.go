@@ -21,16 +21,42 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/pipelines"
+	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/stage/decode"
 	"github.com/psiflow/psiflow/tensor"
 )
 
-// Example_readme is the README's Go pipeline ("Writing a pipeline in Go"),
-// compiled and run over 10 generated images: TestReadmeGoPipeline checks that
-// the README shows exactly the lines between "README begin" and "README end".
+// Example_readme is the README's Go pipeline with the preset ("Writing a
+// pipeline in Go", its first block), compiled and run over 10 generated
+// images: TestReadmeGoPipeline checks that the README shows exactly the lines
+// between "README begin: preset" and "README end: preset".
 func Example_readme() {
+	dir, err := readmeFolder(10)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	seen := 0
+	step := func(t tensor.Tensor) error { seen += t.Shape[0]; return nil } // the training step
+	// README begin: preset
+	p, err := imagefolder.New(dir, "read.shuffle=true") // dir: an ImageFolder root such as /data/imagenet/train
+	sum, err := pipelines.Run(ctx, p, pipelines.Hooks{
+		Batches: func(ctx context.Context, b *tensor.Batch) error { return step(b.Tensor) }, // [64, 3, 224, 224] uint8, b.Labels
+	})
+	// README end: preset
+	fmt.Println(seen, "samples trained on;", sum.Items, "delivered;", err)
+	// Output: 10 samples trained on; 10 delivered; <nil>
+}
+
+// Example_readmeByHand is the README's second Go block: the same image
+// pipeline written by hand with package flow, compiled and run over 10
+// generated images (TestReadmeGoPipeline checks the README's copy).
+func Example_readmeByHand() {
 	dir, err := readmeFolder(10)
 	if err != nil {
 		fmt.Println(err)
@@ -42,7 +68,7 @@ func Example_readme() {
 	step := func(t tensor.Tensor) error { seen += t.Shape[0]; return nil } // the training step
 	defer func(r prometheus.Registerer) { prometheus.DefaultRegisterer = r }(prometheus.DefaultRegisterer)
 	prometheus.DefaultRegisterer = prometheus.NewRegistry() // a fresh one per run of the example
-	// README begin
+	// README begin: by hand
 	// The memory runtime: a quarter of this cgroup's memory limit in flight, the gate on its memory pressure.
 	rt, err := memory.New(memory.Config{Mode: memory.Fixed, Pressure: true, Workers: runtime.NumCPU()})
 	g := flow.New("train", flow.WithRuntime(rt), flow.WithRegistry(prometheus.DefaultRegisterer))
@@ -59,7 +85,7 @@ func Example_readme() {
 	flow.Sink(batches, "train", func(ctx context.Context, b *tensor.Batch) error { return step(b.Tensor) })
 
 	err = g.Run(ctx) // first error cancels everything and names its stage; all goroutines have ended
-	// README end
+	// README end: by hand
 	dec.Close()
 	rt.Close()
 	fmt.Println(seen, "samples trained on;", err)
@@ -95,25 +121,60 @@ func readmeFolder(n int) (string, error) {
 	return dir, nil
 }
 
-// TestReadmeGoPipeline: the README's Go pipeline is Example_readme's, line for
-// line (indentation aside), so it compiles and runs.
-func TestReadmeGoPipeline(t *testing.T) {
+// readmeBlocks are the Go code blocks of the README's "Writing a pipeline in
+// Go" section, in order.
+func readmeBlocks(t *testing.T) []string {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(readme), "## Writing a pipeline in Go")
-	_, block, ok2 := strings.Cut(after, "```go\n")
-	block, _, ok3 := strings.Cut(block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("README: no ```go block under \"## Writing a pipeline in Go\"")
+	_, section, ok := strings.Cut(string(readme), "## Writing a pipeline in Go\n")
+	if !ok {
+		t.Fatal(`README: no "## Writing a pipeline in Go"`)
 	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var blocks []string
+	for {
+		var block string
+		var found bool
+		if _, section, found = strings.Cut(section, "```go\n"); !found {
+			return blocks
+		}
+		if block, section, found = strings.Cut(section, "```"); !found {
+			t.Fatal("README: a ```go block under \"## Writing a pipeline in Go\" does not end")
+		}
+		blocks = append(blocks, block)
+	}
+}
+
+// exampleCode is the code of this file between "README begin: name" and
+// "README end: name".
+func exampleCode(t *testing.T, name string) string {
+	t.Helper()
 	src, err := os.ReadFile("readme_example_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, code, _ := strings.Cut(string(src), "// README begin\n")
-	code, _, _ = strings.Cut(code, "\t// README end")
+	_, code, ok := strings.Cut(string(src), "// README begin: "+name+"\n")
+	code, _, ok2 := strings.Cut(code, "\t// README end: "+name)
+	if !ok || !ok2 {
+		t.Fatalf("readme_example_test.go: no README begin/end: %s", name)
+	}
+	return code
+}
+
+// readmeExamples are the README's compiled Go blocks, in the README's order.
+var readmeExamples = []string{"preset", "by hand"}
+
+// TestReadmeGoPipeline: the README's Go pipelines are Example_readme's and
+// Example_readmeByHand's, line for line (indentation aside), so they compile
+// and run.
+func TestReadmeGoPipeline(t *testing.T) {
+	blocks := readmeBlocks(t)
+	if len(blocks) < len(readmeExamples) {
+		t.Fatalf("README: %d ```go blocks under \"## Writing a pipeline in Go\", want at least %d (%q)", len(blocks), len(readmeExamples), readmeExamples)
+	}
 	norm := func(s string) []string {
 		var out []string
 		for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
@@ -121,55 +182,61 @@ func TestReadmeGoPipeline(t *testing.T) {
 		}
 		return out
 	}
-	got, want := norm(block), norm(code)
-	if len(got) != len(want) {
-		t.Fatalf("README's Go pipeline has %d lines, Example_readme %d:\nREADME:\n%s\nExample:\n%s", len(got), len(want), block, code)
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Errorf("line %d differs:\nREADME:  %s\nExample: %s", i+1, got[i], want[i])
+	for i, name := range readmeExamples {
+		block, code := blocks[i], exampleCode(t, name)
+		got, want := norm(block), norm(code)
+		if len(got) != len(want) {
+			t.Errorf("README's Go block %d (%s) has %d lines, the example %d:\nREADME:\n%s\nExample:\n%s", i+1, name, len(got), len(want), block, code)
+			continue
+		}
+		for j := range got {
+			if got[j] != want[j] {
+				t.Errorf("block %d (%s), line %d differs:\nREADME:  %s\nExample: %s", i+1, name, j+1, got[j], want[j])
+			}
 		}
 	}
 }
 
-// TestReadmeIdentifiers counts what the README's Go pipeline asks its author to
-// know (docs/AUTHORING.md): the distinct exported identifiers of psiflow's
-// packages it names (pkg.Name, and the graph's Run), and those packages. It
-// fails when the count grows past the figure the doc gives.
+// TestReadmeIdentifiers counts what the README's Go pipelines ask their author
+// to know (docs/AUTHORING.md): the distinct exported identifiers of psiflow's
+// packages each names (pkg.Name, and the graph's Run), and those packages. It
+// fails when a count grows past the figure the doc gives.
 func TestReadmeIdentifiers(t *testing.T) {
-	src, err := os.ReadFile("readme_example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, code, _ := strings.Cut(string(src), "// README begin\n")
-	code, _, _ = strings.Cut(code, "\t// README end")
-	f, err := parser.ParseFile(token.NewFileSet(), "readme.go", "package p\nfunc f() {\n"+code+"}\n", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	psiflow := map[string]bool{"memory": true, "flow": true, "source": true, "flowsrc": true, "decode": true, "tensor": true}
-	idents, pkgs := map[string]bool{}, map[string]bool{}
-	ast.Inspect(f, func(n ast.Node) bool {
-		if sel, ok := n.(*ast.SelectorExpr); ok {
-			if x, ok := sel.X.(*ast.Ident); ok {
-				switch {
-				case psiflow[x.Name]:
-					idents[x.Name+"."+sel.Sel.Name], pkgs[x.Name] = true, true
-				case x.Name == "g" && sel.Sel.Name == "Run":
-					idents["Graph.Run"] = true
+	psiflow := map[string]bool{"imagefolder": true, "pipelines": true, "memory": true, "flow": true, "source": true,
+		"flowsrc": true, "decode": true, "tensor": true}
+	for _, tc := range []struct {
+		name              string
+		maxIdents, maxPkg int // docs/AUTHORING.md
+	}{
+		{"preset", 4, 3},
+		{"by hand", 23, 6},
+	} {
+		f, err := parser.ParseFile(token.NewFileSet(), "readme.go", "package p\nfunc f() {\n"+exampleCode(t, tc.name)+"}\n", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idents, pkgs := map[string]bool{}, map[string]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if x, ok := sel.X.(*ast.Ident); ok {
+					switch {
+					case psiflow[x.Name]:
+						idents[x.Name+"."+sel.Sel.Name], pkgs[x.Name] = true, true
+					case x.Name == "g" && sel.Sel.Name == "Run":
+						idents["Graph.Run"] = true
+					}
 				}
 			}
+			return true
+		})
+		names := make([]string, 0, len(idents))
+		for n := range idents {
+			names = append(names, n)
 		}
-		return true
-	})
-	names := make([]string, 0, len(idents))
-	for n := range idents {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	t.Logf("%d identifiers from %d packages: %s", len(names), len(pkgs), strings.Join(names, ", "))
-	const maxIdents, maxPkgs = 23, 6 // docs/AUTHORING.md
-	if len(names) > maxIdents || len(pkgs) > maxPkgs {
-		t.Errorf("the README's Go pipeline names %d identifiers from %d packages; docs/AUTHORING.md says %d from %d", len(names), len(pkgs), maxIdents, maxPkgs)
+		sort.Strings(names)
+		t.Logf("%s: %d identifiers from %d packages: %s", tc.name, len(names), len(pkgs), strings.Join(names, ", "))
+		if len(names) > tc.maxIdents || len(pkgs) > tc.maxPkg {
+			t.Errorf("the README's Go pipeline (%s) names %d identifiers from %d packages; docs/AUTHORING.md says %d from %d", tc.name, len(names), len(pkgs), tc.maxIdents, tc.maxPkg)
+		}
 	}
 }

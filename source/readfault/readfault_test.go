@@ -114,10 +114,11 @@ func (b *budget) Acquire(ctx context.Context, n int64) error {
 func (b *budget) Release(n int64) { b.n.Add(-n) }
 
 // TestFilesUnderFaults runs every fault under both readers, buffered and
-// O_DIRECT, with the stop and the skip policies: the error names the file
-// (and the offset where one applies), the faults a reader must absorb
-// (short reads, EINTR) change nothing, and every sample delivered is whole
-// and delivered once.
+// O_DIRECT, with the stop and the skip policies, and io_uring both with
+// small files chained (open, read, close in one submission; the default)
+// and with separate calls: the error names the file (and the offset where
+// one applies), the faults a reader must absorb (short reads, EINTR) change
+// nothing, and every sample delivered is whole and delivered once.
 func TestFilesUnderFaults(t *testing.T) {
 	type tc struct {
 		name string
@@ -136,7 +137,23 @@ func TestFilesUnderFaults(t *testing.T) {
 		{"fifo-after-listing", readfault.FIFO("3.bin"), 3, -1, source.ErrNotRegular},
 		{"open-eacces", readfault.Rule{Name: "1.bin", Op: readfault.Open, OpenErr: syscall.EACCES}, 1, -1, syscall.EACCES},
 	}
+	type mode struct {
+		b        source.Backend
+		separate bool // io_uring: SeparateCalls
+	}
+	var modes []mode
 	for _, b := range backends(t) {
+		modes = append(modes, mode{b, false})
+		if b == source.BackendURing {
+			if st := source.IOStatus(); st.Chain {
+				modes = append(modes, mode{b, true})
+			} else {
+				t.Logf("chained reads not tested here: %s", st.ChainReason)
+			}
+		}
+	}
+	for _, m := range modes {
+		b := m.b
 		for _, direct := range []bool{false, true} {
 			for _, c := range cases {
 				for _, policy := range []stage.OnError{stage.Stop, stage.Skip} {
@@ -144,13 +161,16 @@ func TestFilesUnderFaults(t *testing.T) {
 						continue
 					}
 					name := fmt.Sprintf("%s/direct=%v/%s/%s", b, direct, c.name, policy)
+					if m.separate {
+						name = fmt.Sprintf("%s-separate/direct=%v/%s/%s", b, direct, c.name, policy)
+					}
 					t.Run(name, func(t *testing.T) {
 						paths, want := dataset(t)
 						in := readfault.New(c.rule)
 						var skipped []error
 						bud := &budget{}
 						opts := source.Options{WorldSize: 1, Workers: 2, Budget: bud,
-							Reader:     source.ReaderOptions{Backend: b, Direct: direct, Faults: in, QueueDepth: 4},
+							Reader:     source.ReaderOptions{Backend: b, Direct: direct, Faults: in, QueueDepth: 4, SeparateCalls: m.separate},
 							SkipPolicy: stage.SkipPolicy{OnError: policy},
 							OnSkip:     func(err error) { skipped = append(skipped, err) },
 						}
@@ -159,8 +179,12 @@ func TestFilesUnderFaults(t *testing.T) {
 							t.Fatal(err)
 						}
 						keys, err := drain(t, it, want)
+						rp := it.(source.ReadPathReporter).ReadPaths()
 						if cerr := it.Close(); cerr != nil {
 							t.Fatal(cerr)
+						}
+						if chained := rp.Chained + rp.FellBack; (b == source.BackendURing && !m.separate) != (chained > 0) {
+							t.Errorf("read paths %+v: chained reads where none were wanted, or none where they were", rp)
 						}
 						if n := bud.n.Load(); n != 0 {
 							t.Errorf("budget holds %d bytes after Close", n)
