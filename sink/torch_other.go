@@ -27,6 +27,9 @@ func (t *Torch) Socket() string { return "" }
 // Budget returns nil.
 func (t *Torch) Budget() *flow.Budget { return nil }
 
+// Slots returns 0: there is no ring off Linux.
+func (t *Torch) Slots() int { return 0 }
+
 // Counts returns zeros.
 func (t *Torch) Counts() (sent, released int64) { return 0, 0 }
 

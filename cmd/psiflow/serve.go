@@ -47,7 +47,7 @@ func parseServe(args []string) (serveConfig, error) {
 	fs := flag.NewFlagSet("psiflow serve", flag.ContinueOnError)
 	ff := frontend.Register(fs) // the image pipeline's flags, the same as demo's and psiflow-imagefolder's
 	fs.StringVar(&c.socket, "socket", "", "Unix socket to listen on (required); python/psiflow's Client connects to it")
-	flagval.IntVar(fs, &c.slots, "slots", 4, 1, 1<<10, "batches outstanding in Python at once (the shared-memory ring's length)")
+	flagval.IntVar(fs, &c.slots, "slots", 0, 0, 1<<10, "batches outstanding in Python at once (the shared-memory ring's length); 0: sized from the first batch, as many as fit in 64 MiB, 2 to 4")
 	fs.BoolVar(&c.keys, "keys", false, "send each sample's file path with the batch")
 	flagval.DurationVar(fs, &c.acceptTimeout, "accept-timeout", time.Minute, time.Millisecond, 24*time.Hour, "give up when no consumer connects within this time")
 	fs.BoolVar(&c.plan, "plan", false, "send each epoch's plan (samples, rank's share, start) before its batches, as a \"plan\" message (python/psiflow's DataLoader asks for it)")
@@ -92,7 +92,11 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "psiflow serve: listening on %s (%d slots)\n", c.socket, c.slots)
+	if c.slots > 0 {
+		fmt.Fprintf(stdout, "psiflow serve: listening on %s (%d slots)\n", c.socket, c.slots)
+	} else {
+		fmt.Fprintf(stdout, "psiflow serve: listening on %s (slots sized from the first batch: as many as fit in 64 MiB, 2 to 4)\n", c.socket)
+	}
 	accept := func() error {
 		actx, cancel := context.WithTimeout(ctx, c.acceptTimeout)
 		defer cancel()

@@ -297,6 +297,7 @@ func summarize(cases []caseReport) {
 			fc, _, _ := med(bestFio.cpuGB)
 			fmt.Printf("%-20s efficiency: %.1f GB per CPU-second vs %.1f for that fio engine (%.2f×)\n", c.name, 1/uc, 1/fc, fc/uc)
 		}
+		chainedGoal(c)
 		// CPU per GB: each io_uring contender against the pread one in the same mode.
 		for _, u := range c.res {
 			if strings.HasPrefix(u.name, "fio") || !strings.Contains(u.name, "io_uring") {
@@ -452,4 +453,52 @@ func readFiles(paths []string, backend source.Backend, workers, qd int, direct, 
 		return total, 0, 0, fmt.Errorf("read paths %+v: not every file was chained", rp)
 	}
 	return total, wall, cpu, nil
+}
+
+// chainedGoal prints, for the small-file case, the per-round ratios of the
+// chained io_uring contender against the best fio engine of the same round
+// (throughput, goal ≥ 1.0×) and against the pread contender of the same mode
+// (CPU per GB, goal ≤ 0.7×), buffered and O_DIRECT.
+func chainedGoal(c caseReport) {
+	for _, mode := range []string{"", " O_DIRECT"} {
+		var chained, pread *result
+		var fios []*result
+		for _, r := range c.res {
+			if strings.HasSuffix(r.name, "O_DIRECT") != (mode != "") {
+				continue
+			}
+			switch {
+			case strings.Contains(r.name, "io_uring chained"):
+				chained = r
+			case strings.Contains(r.name, "pread") && !strings.HasPrefix(r.name, "fio"):
+				pread = r
+			case strings.HasPrefix(r.name, "fio"):
+				fios = append(fios, r)
+			}
+		}
+		if chained == nil || pread == nil {
+			continue
+		}
+		var tput, cpu []float64
+		for i := range chained.gbps {
+			cpu = append(cpu, chained.cpuGB[i]/pread.cpuGB[i])
+			best := 0.0
+			for _, f := range fios {
+				best = max(best, f.gbps[i])
+			}
+			if best > 0 {
+				tput = append(tput, chained.gbps[i]/best)
+			}
+		}
+		name := "buffered"
+		if mode != "" {
+			name = "O_DIRECT"
+		}
+		if len(tput) > 0 {
+			m, lo, hi := med(tput)
+			fmt.Printf("%-20s chained %s: throughput ÷ best fio of the same round %.2f× [%.2f–%.2f]: goal ≥ 1.0× %s\n", c.name, name, m, lo, hi, verdict(m >= 1))
+		}
+		m, lo, hi := med(cpu)
+		fmt.Printf("%-20s chained %s: CPU per GB ÷ pread's of the same round %.2f× [%.2f–%.2f]: goal ≤ 0.7× %s\n", c.name, name, m, lo, hi, verdict(m <= 0.7))
+	}
 }
