@@ -34,6 +34,15 @@ func ParseMode(s string) (Mode, error) {
 // FixedReadPool is the registered read pool of [Fixed] mode.
 const FixedReadPool = 64 << 20
 
+// ElasticReadPool is the largest registered read pool of [Elastic] mode by
+// default (the budget floor where that is less): registered memory is pinned and
+// charged until the epoch's rings close, a pause included, so it is part of what a
+// paused loader cannot give back. Reads beyond it go to the spill pool. Measured:
+// with the budget floor (24 MiB for the mixed JPEGs of the co-tenant benchmarks)
+// registered, the pinned pool was nearly all of a paused launcher's anonymous
+// memory.
+const ElasticReadPool = 4 << 20
+
 // WorkerSlack is how many elements beyond the decode workers a [Workers] limiter
 // admits at Normal, so that a worker finds its next element queued; under pressure
 // the slack goes and the limit is the number of workers allowed to decode.
@@ -68,7 +77,8 @@ type Config struct {
 	// Workers is the number of decode workers at Normal (at least 1).
 	Workers int
 	// ReadRegistered is the size of the read pool registered with the rings:
-	// default BudgetFloor in Elastic mode, FixedReadPool in Fixed mode; negative
+	// default the smaller of BudgetFloor and [ElasticReadPool] in Elastic mode,
+	// FixedReadPool in Fixed mode; negative
 	// turns UMA read buffers off (package source's own pool).
 	ReadRegistered int64
 	// Registerer receives the psiflow_shed_action_*, psiflow_elastic_*,

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/psiflow/psiflow/internal/bytesize"
@@ -10,8 +11,11 @@ import (
 	"github.com/psiflow/psiflow/pressure"
 )
 
-// pauseShedEvery bounds how often a paused loader gives memory back again.
-const pauseShedEvery = 500 * time.Millisecond
+// pauseShedEvery bounds how often a paused loader gives memory back again: about
+// every headroom sample, since what the reads in flight at the pause leave behind
+// (decoded images, batches) becomes garbage over the pause's first second, while
+// the co-tenant's peak is still rising.
+const pauseShedEvery = 200 * time.Millisecond
 
 // pauseState is what a paused runtime remembers (under applyMu).
 type pauseState struct {
@@ -111,14 +115,21 @@ func pauseReading(rep pressure.HeadroomReport) pause.Reading {
 }
 
 // shedPausedLocked gives back what a paused loader holds beyond what it cannot
-// give: new reads go to the spill pool, whose free chunks go back to the kernel;
+// give (the first time in a pause after a further garbage collection): new reads
+// go to the spill pool, whose free chunks go back to the kernel;
 // the Go heap's free pages go back; the shed actions registered on the gate run
 // (the sample cache gives back its coldest part each time); and, once per pause,
-// the program text not run since is unlocked and dropped ([ReleaseProgramText]).
+// the program text not run since is unlocked and dropped ([ReleaseProgramText];
+// in later pauses only if it grew again: releaseTextLocked).
 // At most every pauseShedEvery. Called with applyMu held.
 func (r *Runtime) shedPausedLocked() {
 	if time.Since(r.paused.lastShed) < pauseShedEvery {
 		return
+	}
+	if r.paused.lastShed.IsZero() {
+		// A collection first, so that the one in freeHeap frees what the
+		// first moved out of sync.Pools (decode scratch, batch tensors).
+		runtime.GC()
 	}
 	r.paused.lastShed = time.Now()
 	if r.rb != nil {
@@ -137,11 +148,30 @@ func (r *Runtime) shedPausedLocked() {
 	r.freeHeap()
 	if r.cfg.Process.LockText && !r.paused.textReleased {
 		r.paused.textReleased = true
-		n, err := ReleaseProgramText()
-		r.m.ran(ActionProgramText, n)
-		if err != nil {
-			r.info("paused: %v", err)
-		}
+		r.releaseTextLocked()
+	}
+}
+
+// textRegrowth is how much the locked program text must have grown since it was
+// last released before a later pause releases it again.
+const textRegrowth = 2 << 20
+
+// releaseTextLocked releases the program text ([ReleaseProgramText]) in the first
+// pause, and in a later one only if what is resident grew by textRegrowth since:
+// a loader that pauses and resumes often runs the same code each time, and
+// dropping it again only makes it fault back in. Called with applyMu held.
+func (r *Runtime) releaseTextLocked() {
+	if r.textMeter != nil && r.textReleases > 0 && r.textMeter()-r.textAfter < textRegrowth {
+		return
+	}
+	n, err := ReleaseProgramText()
+	r.textReleases++
+	r.m.ran(ActionProgramText, n)
+	if err != nil {
+		r.info("paused: %v", err)
+	}
+	if r.textMeter != nil {
+		r.textAfter = r.textMeter()
 	}
 }
 

@@ -324,3 +324,51 @@ func TestPauseLinesSayWhereTheControllerResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestPauseReleasesTextOnceUnlessItGrew: the first pause unlocks and drops the
+// program text not run since; a later pause does so again only if the resident
+// text grew by textRegrowth since (it ran at every pause before: a loader pausing
+// and resuming often dropped the code it runs each time, to fault it back in).
+func TestPauseReleasesTextOnceUnlessItGrew(t *testing.T) {
+	rec := &pauseRecorder{}
+	mem := &fakeMemory{at: time.Unix(1000, 0)}
+	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2,
+		Process:  ProcessActions{LockText: true},
+		Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, Info: rec.info, OnPause: rec.onPause})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if rt.textMeter == nil {
+		t.Skipf("the program text was not locked here: %q", rec.infos)
+	}
+	var text atomic.Int64
+	rt.textMeter = func() int64 { return text.Load() }
+	report := func(current int64) pressure.HeadroomReport {
+		mem.at = mem.at.Add(10 * time.Second)
+		return pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: mem.at, Limit: 256 * mib, Limited: true},
+			Current: current, Allowance: current, Reserve: 16 * mib}
+	}
+	for i, step := range []struct {
+		text     int64
+		releases float64 // program_text runs after this pause
+	}{
+		{10 * mib, 1},                  // the first pause releases
+		{10*mib + textRegrowth/2, 1},   // grew by less: kept
+		{10*mib + textRegrowth + 1, 2}, // grew by more: released again
+		{10*mib + textRegrowth + 1, 2}, // unchanged since: kept
+	} {
+		text.Store(step.text)
+		rt.applyHeadroom(report(mib))
+		if !rt.Paused() {
+			t.Fatalf("pause %d: not paused", i+1)
+		}
+		if got := rt.ShedRuns()[ActionProgramText]; got != step.releases {
+			t.Errorf("pause %d with %d KiB of text: program_text ran %v times in all, want %v", i+1, step.text>>10, got, step.releases)
+		}
+		rt.applyHeadroom(report(200 * mib))
+		if rt.Paused() {
+			t.Fatalf("pause %d: not resumed", i+1)
+		}
+	}
+}

@@ -43,6 +43,12 @@ type Runtime struct {
 	pg         *pause.Gate
 	unregPause func()
 	paused     pauseState
+	// The locked program text: its resident bytes (nil: not locked or not
+	// readable), how often a pause released it and what was resident after the
+	// last release (applyMu).
+	textMeter    func() int64
+	textReleases int
+	textAfter    int64
 
 	level    atomic.Int32
 	headGoal atomic.Int64            // the budget the headroom asks for
@@ -128,10 +134,13 @@ func New(cfg Config) (_ *Runtime, err error) {
 	}
 	if cfg.Mode == Elastic {
 		hc := cfg.Headroom
-		if textLocked && hc.SelfLocked == nil {
-			// The locked text grows as the loader starts: that growth is the
-			// loader's own, and projected as the others' it paused it for nothing.
-			hc.SelfLocked = programTextMeter()
+		if textLocked {
+			r.textMeter = programTextMeter()
+			if hc.SelfLocked == nil {
+				// The locked text grows as the loader starts: that growth is the
+				// loader's own, and projected as the others' it paused it for nothing.
+				hc.SelfLocked = r.textMeter
+			}
 		}
 		if hc.Interval == 0 {
 			hc.Interval = HeadroomInterval
@@ -191,7 +200,7 @@ func (r *Runtime) openBuffers() error {
 	if size == 0 {
 		size = FixedReadPool
 		if r.cfg.Mode == Elastic {
-			size = r.cfg.BudgetFloor
+			size = min(r.cfg.BudgetFloor, ElasticReadPool)
 		}
 	}
 	var err error

@@ -78,7 +78,7 @@ func RegisterBuiltins(r *Registry) error {
 				IntParam("readers", 0, 0, 1024, "readers (one ring each); 0: package source's default"),
 				BoolParam("drop_cache", false, "drop each file's page cache once read"),
 				BoolParam("direct", false, "read with O_DIRECT, past the page cache (file systems that refuse it, such as tmpfs, are read buffered)"),
-				BytesParam("read_buffers", 0, 0, 1<<40, "size of the memory runtime's read pool registered with the rings (reads beyond it go to a spill pool given back under pressure); 0: the runtime's default (the budget floor elastic, 64 MiB fixed)"),
+				BytesParam("read_buffers", 0, 0, 1<<40, "size of the memory runtime's read pool registered with the rings (reads beyond it go to a spill pool given back under pressure); 0: the runtime's default (elastic: the budget floor, at most 4 MiB; fixed: 64 MiB)"),
 			),
 			Build: buildFiles, Floor: floorFiles,
 		},

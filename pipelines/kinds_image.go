@@ -28,6 +28,7 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		return Stream{}, err
 	}
 	skip.Log = b.SkippedSample
+	skip.MaxSkipsOption = optionName(b.run.hooks, b.Name, "max_skips")
 	v, err := b.Keep(func() (any, func() error, error) {
 		dec, err := decode.NewDecoder(decode.Options{Backend: backend, MaxPixels: cfg.Int("max_pixels"),
 			MaxPixelsOption: optionName(b.run.hooks, b.Name, "max_pixels")})

@@ -45,7 +45,7 @@ func sinkKinds() []Kind {
 			Doc: "batches to a Python training loop (python/psiflow) through shared memory and a Unix socket; waits for the consumer before the first epoch",
 			Params: []Param{
 				StringParam("socket", "", "the Unix socket to listen on").Require(),
-				IntParam("slots", 4, 1, 1<<10, "batches outstanding in Python at once (the shared-memory ring's length)"),
+				IntParam("slots", 0, 0, 1<<10, "batches outstanding in Python at once (the shared-memory ring's length); 0: sized from the first batch, as many as fit in 64 MiB, 2 to 4"),
 				BoolParam("keys", false, "send each sample's key (its file path) with the batch"),
 				DurationParam("accept_timeout", time.Minute, time.Millisecond, 24*time.Hour, "give up when no consumer connects within this time"),
 			},
@@ -117,7 +117,11 @@ func openTorch(b *Build, cfg *Config) (sink.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.Info("listening on %s (%d slots)", cfg.String("socket"), cfg.Int("slots"))
+	if n := cfg.Int("slots"); n > 0 {
+		b.Info("listening on %s (%d slots)", cfg.String("socket"), n)
+	} else {
+		b.Info("listening on %s (slots sized from the first batch: as many as fit in 64 MiB, 2 to 4)", cfg.String("socket"))
+	}
 	ctx, cancel := context.WithTimeout(b.Context(), cfg.Duration("accept_timeout"))
 	defer cancel()
 	if err := t.Accept(ctx); err != nil {

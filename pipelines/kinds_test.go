@@ -189,6 +189,32 @@ func TestPixelLimitNamesTheOption(t *testing.T) {
 	}
 }
 
+// The skip limit's error names the option that raises it where the user set
+// it: the pipeline file's key, or the front-end's flag (psiflow run has no
+// -max-skips).
+func TestSkipLimitNamesTheOption(t *testing.T) {
+	flag := func(node, param string) string {
+		if param == "max_skips" {
+			return "-max-skips"
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		option func(node, param string) string
+		want   string
+	}{
+		{nil, "the limit of 1 (decode.max_skips in the pipeline file (-set decode.max_skips=N))"},
+		{flag, "the limit of 1 (-max-skips)"},
+	} {
+		// Every 64×48 image is over the pixel limit: the second skip breaks the limit of one.
+		_, _, err := runFile(t, genFile(6, 2, "discard", ""), Hooks{Option: tc.option}, "decode.max_pixels=1000",
+			"decode.on_error=skip", "decode.max_skips=1", "decode.workers=1")
+		if err == nil || !strings.Contains(err.Error(), "too many bad samples: 1 skipped already, "+tc.want) {
+			t.Errorf("error %v, want it to say %q", err, tc.want)
+		}
+	}
+}
+
 // The floor is summed over the kinds: for the image pipeline, a batch of the
 // files' mean size (at least twice the largest, 1 MiB) in the budget, and two
 // batches of output plus every decode worker's scratch outside it.

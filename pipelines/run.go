@@ -61,6 +61,12 @@ type Hooks struct {
 	// before anything is sent to it (psiflow serve sends its plan messages
 	// through the torch sink and reports its counts).
 	Sink func(node string, s sink.Sink)
+	// Ready, when set, is called once the start-up checks passed (the memory
+	// limit holds the floor, the first graph is built: its files listed, its
+	// rank's share found), before anything runs or Plan is told: psiflow serve
+	// waits for its consumer here, so that a run that cannot start fails before
+	// anyone connects. Its error ends the run.
+	Ready func() error
 	// Plan, when set, is told of each epoch's share of a files source before
 	// the epoch's graph runs (rank, world size, samples, start).
 	Plan func(epoch int, share source.Share) error
@@ -156,6 +162,11 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (sum progress.Summary, e
 		g := flow.New(p.Name, append([]flow.Option{flow.WithRuntime(rt), flow.WithQueueSize(p.Resource.Queue)}, hooks.Options...)...)
 		if err := build(g, p, epoch, rt, r); err != nil {
 			return fmt.Errorf("pipeline %s: %w", p.Name, err)
+		}
+		if epoch == 0 && repass == nil && hooks.Ready != nil {
+			if err := hooks.Ready(); err != nil {
+				return err
+			}
 		}
 		if sh, ok := r.plans[epoch]; ok && hooks.Plan != nil && repass == nil {
 			if err := hooks.Plan(p.StartEpoch+epoch, sh); err != nil {

@@ -38,6 +38,7 @@ type Arrow struct {
 	cfg    ArrowConfig
 	ln     *net.UnixListener
 	w      io.WriteCloser // file or connection
+	df     *destFile      // w when it is a file
 	temp   string         // the file's temporary name
 	failed error
 	layout *tableLayout
@@ -80,7 +81,8 @@ func (a *Arrow) createFile(create createTemp) error {
 	if err != nil {
 		return fmt.Errorf("sink arrow: %s: %w", a.cfg.Path, err)
 	}
-	a.w, a.temp = f, f.Name()
+	a.df = &destFile{outFile: f, dest: a.cfg.Path}
+	a.w, a.temp = a.df, f.Name()
 	return nil
 }
 
@@ -117,7 +119,7 @@ func (a *Arrow) Consume(ctx context.Context, b *tensor.Batch) error {
 		a.layout = l
 		if a.cfg.Path != "" {
 			if a.file, err = ipc.NewFileWriter(a.w, ipc.WithSchema(l.schema)); err != nil {
-				a.failed = fmt.Errorf("sink arrow: %s: %w", a.cfg.Path, err)
+				a.failed = fileError("arrow", a.cfg.Path, a.df, err)
 				return a.failed
 			}
 		} else {
@@ -135,7 +137,7 @@ func (a *Arrow) Consume(ctx context.Context, b *tensor.Batch) error {
 		err = a.stream.Write(rec)
 	}
 	if err != nil {
-		a.failed = fmt.Errorf("sink arrow: %s: %w", a.where(), err)
+		a.failed = fileError("arrow", a.where(), a.df, err)
 		return a.failed
 	}
 	return nil
@@ -156,7 +158,9 @@ func (a *Arrow) Close(cause error) error {
 	a.once.Do(func() {
 		var errs []error
 		if a.file != nil {
-			errs = append(errs, a.file.Close())
+			if err := a.file.Close(); err != nil { // the footer: a full disk shows here too
+				errs = append(errs, fileError("arrow", a.cfg.Path, a.df, err))
+			}
 		}
 		if a.stream != nil {
 			errs = append(errs, a.stream.Close())

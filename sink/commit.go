@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,9 +37,57 @@ func (f syncedFile) Close() error {
 	serr := f.File.Sync()
 	cerr := f.File.Close()
 	if serr != nil {
-		return fmt.Errorf("fsync %s: %w", f.Name(), serr)
+		return &fs.PathError{Op: "fsync", Path: f.Name(), Err: serr}
 	}
 	return cerr
+}
+
+// destFile is a sink's temporary file whose write and close errors name the
+// destination (the name the user gave, not the hidden temporary one) and which
+// keeps the first: the encoders (arrow-go) wrap a write error in their own words
+// ("unknown error type: …"), and the sink reports the plain one instead.
+type destFile struct {
+	outFile
+	dest string
+	err  error // the first failed write or close, naming dest
+}
+
+func (f *destFile) Write(p []byte) (int, error) {
+	n, err := f.outFile.Write(p)
+	if err != nil {
+		err = f.note(err)
+	}
+	return n, err
+}
+
+func (f *destFile) Close() error {
+	if err := f.outFile.Close(); err != nil {
+		return f.note(err)
+	}
+	return nil
+}
+
+// note records err (the first one only) with the temporary name replaced by dest,
+// and returns what it recorded.
+func (f *destFile) note(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == f.outFile.Name() {
+		err = &fs.PathError{Op: pe.Op, Path: f.dest, Err: pe.Err}
+	}
+	if f.err == nil {
+		f.err = err
+	}
+	return err
+}
+
+// fileError is the error a sink (kind) reports for err, which happened writing the
+// file dest through f: f's own write or close failure when it had one (naming
+// dest, without the encoder's wrapping), else err about dest.
+func fileError(kind, dest string, f *destFile, err error) error {
+	if f != nil && f.err != nil {
+		return fmt.Errorf("sink %s: %w", kind, f.err)
+	}
+	return fmt.Errorf("sink %s: %s: %w", kind, dest, err)
 }
 
 // tempPattern is the pattern of the temporary file for final: hidden, in the same

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -196,9 +197,10 @@ func TestSinksLeaveNothingOnAFullDisk(t *testing.T) {
 				werr = p.Consume(context.Background(), testBatch(first, 20, 16, 16)) // 15 KiB a batch
 			}
 			cerr := p.Close(werr)
-			if !errors.Is(werr, syscall.ENOSPC) || !strings.Contains(werr.Error(), dir) {
-				t.Fatalf("writing: %v, want ENOSPC naming a file of %s (close: %v)", werr, dir, cerr)
+			if !errors.Is(werr, syscall.ENOSPC) || !regexp.MustCompile(`^sink parquet: write `+regexp.QuoteMeta(dir)+`/part-[0-9]{5}\.parquet: no space left on device`).MatchString(werr.Error()) {
+				t.Fatalf("writing: %v, want ENOSPC naming a part file of %s (close: %v)", werr, dir, cerr)
 			}
+			plainDiskFull(t, werr, cerr)
 			if got := entries(t, dir); len(got) != 0 {
 				t.Fatalf("the folder keeps %v after the failure", got)
 			}
@@ -220,6 +222,10 @@ func TestSinksLeaveNothingOnAFullDisk(t *testing.T) {
 			if !errors.Is(werr, syscall.ENOSPC) || cerr == nil || !strings.Contains(cerr.Error(), "left as it was") {
 				t.Fatalf("writing: %v; close: %v", werr, cerr)
 			}
+			if want := "sink arrow: write " + path + ": no space left on device"; werr.Error() != want {
+				t.Errorf("writing: %q, want %q", werr, want)
+			}
+			plainDiskFull(t, werr, cerr)
 			if b, err := os.ReadFile(path); err != nil || string(b) != "the previous export" {
 				t.Fatalf("the old file is now %q (%v)", b, err)
 			}
@@ -227,6 +233,22 @@ func TestSinksLeaveNothingOnAFullDisk(t *testing.T) {
 				t.Fatalf("folder %v: a temporary file is left", got)
 			}
 		})
+	}
+}
+
+// plainDiskFull fails t when the errors of a sink on a full disk name its hidden
+// temporary file or carry the encoder's wording instead of the system's.
+func plainDiskFull(t *testing.T, errs ...error) {
+	t.Helper()
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		for _, bad := range []string{".tmp-", "unknown error type"} {
+			if strings.Contains(err.Error(), bad) {
+				t.Errorf("%q has %q", err, bad)
+			}
+		}
 	}
 }
 

@@ -18,7 +18,8 @@
 // # The PyTorch consumer
 //
 // [Torch] listens on a Unix socket (SOCK_SEQPACKET) and accepts one consumer.
-// At the first batch it creates one memfd of Slots × SlotBytes bytes, maps it
+// At the first batch it creates one memfd of Slots × SlotBytes bytes (by default
+// both sized from that batch: see TorchConfig.Slots), maps it
 // and passes the descriptor with SCM_RIGHTS. A collate stage given the sink
 // as its destination (tensor.CollateInto with [Torch.Lend]) writes each
 // batch straight into a free slot, which Consume announces without a copy;

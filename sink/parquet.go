@@ -46,7 +46,7 @@ type Parquet struct {
 	cfg    ParquetConfig
 	layout *tableLayout
 	create createTemp
-	f      outFile
+	f      *destFile
 	w      *pqarrow.FileWriter
 	rows   int64
 	files  []string // final names
@@ -129,10 +129,11 @@ func (p *Parquet) Consume(_ context.Context, b *tensor.Batch) error {
 	}
 	if p.w == nil {
 		name := filepath.Join(p.cfg.Dir, fmt.Sprintf("part-%05d.parquet", len(p.files)))
-		f, err := p.create(p.cfg.Dir, tempPattern(name))
+		tf, err := p.create(p.cfg.Dir, tempPattern(name))
 		if err != nil {
 			return p.fail(fmt.Errorf("sink parquet: %s: %w", name, err))
 		}
+		f := &destFile{outFile: tf, dest: name}
 		p.temps, p.files = append(p.temps, f.Name()), append(p.files, name)
 		props := parquet.NewWriterProperties(
 			parquet.WithDictionaryDefault(false),
@@ -142,19 +143,19 @@ func (p *Parquet) Consume(_ context.Context, b *tensor.Batch) error {
 		w, err := pqarrow.NewFileWriter(p.layout.schema, f, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 		if err != nil {
 			f.Close()
-			return p.fail(fmt.Errorf("sink parquet: %s: %w", name, err))
+			return p.fail(fileError("parquet", name, f, err))
 		}
 		md := p.layout.schema.Metadata()
 		for i, k := range md.Keys() {
 			if err := w.AppendKeyValueMetadata(k, md.Values()[i]); err != nil {
 				w.Close()
-				return p.fail(fmt.Errorf("sink parquet: %s: %w", name, err))
+				return p.fail(fileError("parquet", name, f, err))
 			}
 		}
 		p.f, p.w, p.rows = f, w, 0
 	}
 	if err := p.w.Write(rec); err != nil {
-		return p.fail(fmt.Errorf("sink parquet: %s: %w", p.files[len(p.files)-1], err))
+		return p.fail(fileError("parquet", p.files[len(p.files)-1], p.f, err))
 	}
 	p.rows += rec.NumRows()
 	return nil
@@ -169,14 +170,14 @@ func (p *Parquet) fail(err error) error {
 // finish closes the current file (pqarrow's Close also closes, and so syncs, the
 // file, except when flushing its last row group fails: then it is closed here).
 func (p *Parquet) finish() error {
-	name := p.files[len(p.files)-1]
+	name, f := p.files[len(p.files)-1], p.f
 	err := p.w.Close()
 	if err != nil {
-		_ = p.f.Close() // pqarrow returned before closing it; a second Close is harmless
+		_ = f.Close() // pqarrow returned before closing it; a second Close is harmless
 	}
 	p.w, p.f = nil, nil
 	if err != nil {
-		return fmt.Errorf("sink parquet: %s: %w", name, err)
+		return fileError("parquet", name, f, err)
 	}
 	return nil
 }

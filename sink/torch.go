@@ -13,8 +13,11 @@ type TorchConfig struct {
 	// socket file is replaced; the file is removed when the sink closes.
 	Socket string
 	// Slots is how many batches may be outstanding in Python at once (the
-	// shared-memory ring's length); 0 means 4. At least 2 lets Go fill one slot
-	// while Python trains on another.
+	// shared-memory ring's length); 0 sizes the ring from the first batch:
+	// as many slots as fit in [AutoRingBytes], at least [MinAutoSlots] and at
+	// most [MaxAutoSlots] (4 slots of a 9.6 MB uint8 batch of 64 224×224 images,
+	// 2 of its 38.5 MB float32 twin). At least 2 lets Go fill one slot while
+	// Python trains on another.
 	Slots int
 	// SlotBytes is each slot's size; 0 sizes the slots from the first batch's
 	// tensor (rounded up to a page). A later batch larger than a slot is an error.
@@ -29,6 +32,24 @@ type TorchConfig struct {
 	// CloseWait is how long Close waits for the consumer to hang up after the
 	// last message; 0 means 5 s.
 	CloseWait time.Duration
+}
+
+// The ring's length when TorchConfig.Slots is 0: AutoRingBytes / the slot's
+// size, within [MinAutoSlots, MaxAutoSlots]. Measured in a training loop on 2
+// cores (docs/BENCHMARKS.md), 2 slots of float32 batches were as fast as 4 and
+// 80 MiB smaller; small batches keep 4, which cost little.
+const (
+	AutoRingBytes = 64 << 20
+	MinAutoSlots  = 2
+	MaxAutoSlots  = 4
+)
+
+// autoSlots is the ring's length for slots of size bytes when Slots is 0.
+func autoSlots(size int64) int {
+	if size <= 0 {
+		return MaxAutoSlots
+	}
+	return int(min(max(AutoRingBytes/size, MinAutoSlots), MaxAutoSlots))
 }
 
 func (c TorchConfig) closeWait() time.Duration {
@@ -48,12 +69,9 @@ func (c *TorchConfig) validate() error {
 	case c.Socket == "":
 		return errors.New("sink torch: no socket path given")
 	case c.Slots < 0:
-		return errors.New("sink torch: slots must be 0 (default 4) or more")
+		return errors.New("sink torch: slots must be 0 (sized from the first batch) or more")
 	case c.SlotBytes < 0:
 		return errors.New("sink torch: slot bytes must be 0 (from the first batch) or more")
-	}
-	if c.Slots == 0 {
-		c.Slots = 4
 	}
 	return nil
 }

@@ -45,6 +45,7 @@ type Torch struct {
 	setupMu sync.Mutex // the ring is made once, by Lend or Consume
 
 	mu          sync.Mutex
+	slots       int      // the ring's length, once made (setup)
 	outstanding []int64  // bytes held per slot, 0 when free
 	lent        []int64  // bytes lent per slot to a batch not yet consumed (Lend)
 	lends       []uint64 // per slot, which Lend holds it: a release of an earlier lend of the slot does nothing
@@ -87,16 +88,23 @@ func NewTorch(cfg TorchConfig) (*Torch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sink torch: %w", err)
 	}
-	t := &Torch{cfg: cfg, ln: ln, fd: -1, free: make(chan int, cfg.Slots), outstanding: make([]int64, cfg.Slots)}
+	// The slots go into free when the ring is made (setup): their number may
+	// come from the first batch's size.
+	t := &Torch{cfg: cfg, ln: ln, fd: -1, free: make(chan int, max(cfg.Slots, MaxAutoSlots))}
 	t.gone, t.setGone = context.WithCancelCause(context.Background())
-	for i := range cfg.Slots {
-		t.free <- i
-	}
 	return t, nil
 }
 
 // Socket returns the path the sink listens on.
 func (t *Torch) Socket() string { return t.cfg.Socket }
+
+// Slots returns the ring's length: TorchConfig.Slots, or the number sized from
+// the first batch when that is 0; 0 before the first batch.
+func (t *Torch) Slots() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.slots
+}
 
 // Budget returns the budget that holds the bytes of batches outstanding in
 // Python (nil before the first batch when the sink sizes its own).
@@ -184,11 +192,15 @@ func (t *Torch) setup(n int64, what string) error {
 	if size <= 0 {
 		return fmt.Errorf("sink torch: first batch has no bytes to size the slots from (%s)", what)
 	}
+	slots := t.cfg.Slots
+	if slots == 0 {
+		slots = autoSlots(size)
+	}
 	fd, err := unix.MemfdCreate("psiflow-batches", unix.MFD_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("sink torch: memfd_create: %w", err)
 	}
-	total := size * int64(t.cfg.Slots)
+	total := size * int64(slots)
 	if err := unix.Ftruncate(fd, total); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("sink torch: sizing the shared ring to %d bytes: %w", total, err)
@@ -199,9 +211,10 @@ func (t *Torch) setup(n int64, what string) error {
 		return fmt.Errorf("sink torch: mapping the shared ring (%d bytes): %w", total, err)
 	}
 	t.mu.Lock()
-	t.fd, t.mem, t.slotBytes = fd, mem, size
-	t.lent = make([]int64, t.cfg.Slots)
-	t.lends = make([]uint64, t.cfg.Slots)
+	t.fd, t.mem, t.slotBytes, t.slots = fd, mem, size, slots
+	t.outstanding = make([]int64, slots)
+	t.lent = make([]int64, slots)
+	t.lends = make([]uint64, slots)
 	t.budget = t.cfg.Budget
 	if t.budget == nil {
 		b, err := flow.NewBudget(total)
@@ -212,7 +225,10 @@ func (t *Torch) setup(n int64, what string) error {
 		t.budget = b
 	}
 	t.mu.Unlock()
-	hello, _ := json.Marshal(torchMsg{T: "hello", Version: ProtocolVersion, Slots: t.cfg.Slots, SlotBytes: size})
+	for i := range slots {
+		t.free <- i
+	}
+	hello, _ := json.Marshal(torchMsg{T: "hello", Version: ProtocolVersion, Slots: slots, SlotBytes: size})
 	if _, _, err := t.conn.WriteMsgUnix(hello, unix.UnixRights(fd), nil); err != nil {
 		return t.lost(fmt.Errorf("sending the shared ring: %w", err))
 	}
@@ -486,7 +502,16 @@ func (t *Torch) release(slot int) error {
 // "error" with cause's message, which Python raises), closes the connection
 // and the ring, and returns every outstanding batch's bytes to the budget.
 // Python keeps its own mapping of the ring until it closes it.
-func (t *Torch) Close(cause error) error {
+func (t *Torch) Close(cause error) error { return t.closeWithin(cause, t.cfg.closeWait()) }
+
+// Stop is [Torch.Close] for a stream stopped from outside (a signal): it waits
+// at most a second, not CloseWait, for the consumer to read cause and hang up,
+// since a consumer in a long training step would hold the stop up that long.
+func (t *Torch) Stop(cause error) error {
+	return t.closeWithin(cause, min(t.cfg.closeWait(), time.Second))
+}
+
+func (t *Torch) closeWithin(cause error, wait time.Duration) error {
 	t.once.Do(func() {
 		t.mu.Lock()
 		t.closing = true
@@ -507,7 +532,7 @@ func (t *Torch) Close(cause error) error {
 					_ = conn.CloseWrite()
 					select {
 					case <-t.readDone:
-					case <-time.After(t.cfg.closeWait()):
+					case <-time.After(wait):
 					}
 				}
 			}

@@ -384,3 +384,56 @@ func TestTorchSecondClientRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With Slots 0 the ring's length comes from the first batch: the hello says it, the
+// budget holds that many batches, and Consume waits once that many are in Python.
+func TestTorchAutoSlots(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		h, w  int // one sample of 3×h×w uint8 per batch
+		slots int
+	}{
+		{"small", 4, 4, 4},        // 4 KiB (a page): at most 4
+		{"medium", 2048, 2900, 3}, // 17.0 MiB: 3 fit in 64 MiB
+		{"large", 2048, 3700, 2},  // 21.7 MiB: 2 fit
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTorch(t, 0)
+			if tr.Slots() != 0 {
+				t.Fatalf("Slots() = %d before the first batch, want 0", tr.Slots())
+			}
+			g := dialTorch(t, tr.Socket())
+			defer g.close()
+			ctx := context.Background()
+			for k := range tc.slots {
+				if err := tr.Consume(ctx, testBatch(k, 1, tc.h, tc.w)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tr.Slots() != tc.slots {
+				t.Fatalf("Slots() = %d, want %d", tr.Slots(), tc.slots)
+			}
+			m, err := g.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tc.slots * int(tr.slotBytes); len(g.mem) != want {
+				t.Errorf("mapped %d bytes, want %d slots of %d", len(g.mem), tc.slots, tr.slotBytes)
+			}
+			// every slot is in Python: one more batch waits until one comes back
+			done := make(chan error, 1)
+			go func() { done <- tr.Consume(ctx, testBatch(tc.slots, 1, tc.h, tc.w)) }()
+			select {
+			case err := <-done:
+				t.Fatalf("batch %d with %d slots in Python: Consume returned %v, want it to wait", tc.slots+1, tc.slots, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+			if err := g.release(m.Slot); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -27,6 +27,9 @@ func (t *Torch) Socket() string { return "" }
 // Budget returns nil.
 func (t *Torch) Budget() *flow.Budget { return nil }
 
+// Slots returns 0: there is no ring off Linux.
+func (t *Torch) Slots() int { return 0 }
+
 // Counts returns zeros.
 func (t *Torch) Counts() (sent, released int64) { return 0, 0 }
 
@@ -41,6 +44,9 @@ func (t *Torch) Consume(context.Context, *tensor.Batch) error { return errTorchL
 
 // Close does nothing.
 func (t *Torch) Close(error) error { return nil }
+
+// Stop is [Torch.Close] for a stream stopped from outside.
+func (t *Torch) Stop(error) error { return nil }
 
 // Lend fails on this platform.
 func (t *Torch) Lend(context.Context, int64) ([]byte, func(), error) { return nil, nil, errTorchLinux }

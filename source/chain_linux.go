@@ -12,10 +12,14 @@ import (
 
 // Whole small files are read by path with one chained submission: an
 // IORING_OP_OPENAT into a direct descriptor (a slot of the ring's file
-// table, none in the process's), linked to the read from that slot, hard-
-// linked to the close of the slot (the close runs after a failed or short
-// read too). One io_uring_enter carries the chains of a whole batch, where
-// a descriptor costs open, fstat, fcntl, read and close system calls.
+// table, none in the process's), linked to the read from that slot. One
+// io_uring_enter carries the chains of a whole batch, where a descriptor
+// costs open, fstat, fcntl, read and close system calls. There is no close
+// entry: the next open into the slot (the slot of the request id, reused by
+// the next chain of that id only once this one has completed) replaces the
+// file and drops it, and closing the ring drops the rest. A linked close
+// cost a third completion and a task-work round trip after each read, which
+// measured slower than separate calls (see docs/BENCHMARKS.md).
 //
 // What the chain cannot finish it hands to a descriptor of its own, opened
 // the ordinary way (openRegular: non-blocking open, fstat, identity check
@@ -74,7 +78,7 @@ func (r *uringReader) submitWhole(req Request) error {
 	if !r.prepChain(id) {
 		return r.failed
 	}
-	if int(r.ring.Pending()) >= 3*r.opts.Batch || r.ring.Space() < 3 {
+	if int(r.ring.Pending()) >= 2*r.opts.Batch || r.ring.Space() < 2 {
 		if _, err := r.ring.Submit(0); err != nil {
 			return r.fail(err)
 		}
@@ -82,17 +86,17 @@ func (r *uringReader) submitWhole(req Request) error {
 	return nil
 }
 
-// prepChain prepares the three linked entries of pending read id.
+// prepChain prepares the two linked entries of pending read id.
 func (r *uringReader) prepChain(id uint32) bool {
 	p := &r.pending[id]
-	if r.ring.Space() < 3 {
+	if r.ring.Space() < 2 {
 		// A chain is prepared whole: a submission in its middle would cut its links.
 		if _, err := r.ring.Submit(0); err != nil {
 			r.fail(err)
 			return false
 		}
-		if r.ring.Space() < 3 {
-			r.fail(fmt.Errorf("no room for a chain of 3 entries in a ring of %d", r.ringEntries()))
+		if r.ring.Space() < 2 {
+			r.fail(fmt.Errorf("no room for a chain of 2 entries in a ring of %d", r.ringEntries()))
 			return false
 		}
 	}
@@ -119,12 +123,8 @@ func (r *uringReader) prepChain(id uint32) bool {
 	default:
 		e.PrepReadDirect(slot, rest, 0)
 	}
-	e.Flags |= uring.SQEIOHardlink
 	e.UserData = uint64(id) | stageRead<<32
-	e = r.ring.SQE()
-	e.PrepCloseDirect(slot)
-	e.UserData = uint64(id) | stageClose<<32
-	p.chainLeft = 3
+	p.chainLeft = 2
 	return true
 }
 
@@ -133,7 +133,7 @@ func (r *uringReader) ringEntries() uint32 {
 	return sq
 }
 
-// chainCompletion records one of the three completions of a chain; the last
+// chainCompletion records one of the two completions of a chain; the last
 // one settles the read.
 func (r *uringReader) chainCompletion(id uint32, stage uint64, res int32) {
 	p := &r.pending[id]

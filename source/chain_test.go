@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +37,7 @@ func (s *shortOnce) Read(path string, off int64, n int) Fault {
 }
 
 // TestFilesReadPaths: a file dataset read with io_uring reads each small file
-// with one chained submission (open, read, close) and says so in its
+// with one chained submission (open linked to read) and says so in its
 // ReadPaths; a file too large for a chain, the pread backend, SeparateCalls
 // and DropCache without Direct read on descriptors of their own, each named
 // as the reason; a short chained read is finished on a descriptor of its own
@@ -79,6 +80,8 @@ func TestFilesReadPaths(t *testing.T) {
 				opts.Backend = BackendURing
 			}
 			opts.QueueDepth = 8
+			var log bytes.Buffer
+			opts.Logger = slog.New(slog.NewTextHandler(&log, nil))
 			it, err := NewFiles(paths).Samples(Options{WorldSize: 1, Workers: 2, Reader: opts})
 			if err != nil {
 				t.Fatal(err)
@@ -111,6 +114,10 @@ func TestFilesReadPaths(t *testing.T) {
 			}
 			if !strings.HasPrefix(rp.FellBackWhy, c.why) || (c.why == "") != (rp.FellBackWhy == "") {
 				t.Fatalf("fallback reason %q, want %q", rp.FellBackWhy, c.why)
+			}
+			// A fallback is logged once per iterator, with the file and the reason.
+			if n := strings.Count(log.String(), "finished on a descriptor of its own"); (c.why != "") != (n == 1) || n > 1 || (c.why != "" && !strings.Contains(log.String(), c.why)) {
+				t.Fatalf("log %q: want one fallback line naming %q", log.String(), c.why)
 			}
 		})
 	}

@@ -20,9 +20,9 @@
 //
 // A file dataset read with io_uring reads each whole file of up to 4 MiB by
 // its path with one chained submission ([Status.Chain]): an open into a
-// direct descriptor (a slot of the ring's file table), the read, the close,
-// linked, where a descriptor costs open, fstat, fcntl, read and close system
-// calls; the admission takes the file's type and size from one stat by path.
+// direct descriptor (a slot of the ring's file table) linked to the read,
+// where a descriptor costs open, fstat, fcntl, read and close system calls
+// (the slot's next open replaces the file; closing the reader drops the rest); the admission takes the file's type and size from one stat by path.
 // A short read, EINTR or EAGAIN, or an O_DIRECT open the file system refuses
 // is finished on a descriptor of its own; the iterator counts each path
 // ([ReadPathReporter]), with the reason of the first fallback. Kernels

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -483,7 +484,7 @@ func (it *fileIter) Skipped() int64 { return it.skip.skipped }
 // which path its small files took (see [Status.Chain]).
 type ReadPaths struct {
 	// Chained files were each read with one chained io_uring submission
-	// (open into a direct descriptor, read, close).
+	// (open into a direct descriptor linked to the read).
 	Chained int64
 	// FellBack files were submitted chained and finished on a descriptor
 	// of their own (a short read, EINTR or EAGAIN, O_DIRECT refused at
@@ -521,7 +522,19 @@ func (it *fileIter) tally(c Completion) {
 	case viaFallback:
 		it.nFell.Add(1)
 		why := c.why
-		it.fellWhy.CompareAndSwap(nil, &why)
+		if it.fellWhy.CompareAndSwap(nil, &why) {
+			// Said once per iterator: a fallback costs a descriptor's calls per
+			// file, and a file system that forces it on every file should be seen.
+			logger := it.r.Reader.Logger
+			if logger == nil {
+				logger = slog.Default()
+			}
+			path := ""
+			if r, ok := c.Tag.(*fileResult); ok {
+				path = r.path
+			}
+			logger.Warn("psiflow: a chained small-file read was finished on a descriptor of its own (counted in ReadPaths; later ones are not logged)", "path", path, "reason", why)
+		}
 	default:
 		it.nSep.Add(1)
 	}

@@ -147,7 +147,7 @@ type readVia uint8
 
 const (
 	viaNone     readVia = iota
-	viaChain            // one chained submission: open, read, close
+	viaChain            // one chained submission: open linked to read
 	viaFallback         // chained, then finished on a descriptor of its own (Completion.why)
 	viaSeparate         // on a descriptor of its own from the start (the reader cannot chain)
 )
@@ -290,7 +290,7 @@ type Status struct {
 	Err error
 	// Chain is true when file datasets read each whole small file (up to
 	// 4 MiB) with one chained io_uring submission: open into a direct
-	// descriptor, read, close, linked, instead of open, fstat, read and close
+	// descriptor linked to the read, instead of open, fstat, read and close
 	// system calls. ChainReason says why not when it is false.
 	Chain       bool
 	ChainReason string
@@ -300,7 +300,7 @@ type Status struct {
 // and `psiflow doctor`.
 func (s Status) SmallFiles() string {
 	if s.Chain {
-		return "small files chained (open, read, close in one io_uring submission)"
+		return "small files chained (open and read linked in one io_uring submission)"
 	}
 	return "small files read with separate open, read and close calls: " + s.ChainReason
 }

@@ -39,10 +39,10 @@ type pendingRead struct {
 	used     bool
 	injected unix.Errno // a fault injected in place of this submission
 
-	// A chained whole-file read (req.whole): open, read, close.
+	// A chained whole-file read (req.whole): open, read.
 	pathz     []byte // req.whole.path, NUL-terminated, alive until the open completes
 	chainLeft int    // completions of the chain not yet reaped
-	res       [3]int32
+	res       [2]int32
 	via       readVia
 	why       string
 	own       bool // req.File was opened by the reader (a fallback): it closes it
@@ -50,9 +50,8 @@ type pendingRead struct {
 
 // The stages of a chain, in the bits of the user data above the request id.
 const (
-	stageOpen  = 0
-	stageRead  = 1
-	stageClose = 2
+	stageOpen = 0
+	stageRead = 1
 )
 
 // uringReader is a Reader over one io_uring ring.
@@ -80,14 +79,14 @@ func newURingReader(opts ReaderOptions) (Reader, error) {
 	depth := 1 << bits.Len(uint(opts.QueueDepth-1)) // ring sizes are powers of two
 	chains := !opts.SeparateCalls && chainReason() == ""
 	if chains {
-		depth *= 4 // three entries per chained read
+		depth *= 2 // two entries per chained read
 	}
 	ring, err := uring.New(uint32(depth), uring.SetupClamp|uring.SetupCoopTaskrun)
 	if err != nil {
 		return nil, fmt.Errorf("source: io_uring reader: %w", err)
 	}
 	r := &uringReader{opts: opts, ring: ring, pending: make([]pendingRead, opts.QueueDepth)}
-	if sq, _ := ring.Entries(); chains && sq >= 3 {
+	if sq, _ := ring.Entries(); chains && sq >= 2 {
 		r.chains = r.table() == nil
 	}
 	for i := opts.QueueDepth - 1; i >= 0; i-- {
@@ -434,7 +433,7 @@ func (r *uringReader) cancelAll() {
 		e.PrepCancel(uint64(id))
 		e.UserData = cancelUserData
 		if r.pending[id].chainLeft > 0 {
-			// The open may be done: cancel the read too (the close, hard-linked, runs either way).
+			// The open may be done: cancel the read too.
 			if e = r.ring.SQE(); e != nil {
 				e.PrepCancel(uint64(id) | stageRead<<32)
 				e.UserData = cancelUserData

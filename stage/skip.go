@@ -84,6 +84,10 @@ type SkipPolicy struct {
 	// MaxSkips, when positive, is the most elements skipped in one run: the
 	// next error stops the stage. 0 means no count limit.
 	MaxSkips int64
+	// MaxSkipsOption names the setting that raises MaxSkips where the user set
+	// it (a flag, a pipeline file's key), for the error that stops at the
+	// limit; "" names SkipPolicy.MaxSkips.
+	MaxSkipsOption string
 	// MaxRate, when positive, is the largest fraction of the elements seen
 	// so far that may be skipped, measured over at least [RateFloor]
 	// elements: the skip that would exceed it stops the stage. 0 means no
@@ -146,7 +150,11 @@ func (s *Skipper) Handle(key string, err error) error {
 	n := s.skipped.Add(1)
 	if s.p.MaxSkips > 0 && n > s.p.MaxSkips {
 		s.skipped.Add(-1)
-		return fmt.Errorf("too many bad samples: %d skipped already, -max-skips %d; stopping at %s: %w", n-1, s.p.MaxSkips, key, err)
+		name := s.p.MaxSkipsOption
+		if name == "" {
+			name = "SkipPolicy.MaxSkips"
+		}
+		return fmt.Errorf("too many bad samples: %d skipped already, the limit of %d (%s); stopping at %s: %w", n-1, s.p.MaxSkips, name, key, err)
 	}
 	if r := s.p.MaxRate; r > 0 {
 		seen := max(s.seen.Load(), RateFloor)

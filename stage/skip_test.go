@@ -128,7 +128,7 @@ func TestSkipLimits(t *testing.T) {
 	}{
 		{"stop is the default", stage.SkipPolicy{}, func(i int) bool { return i == 5 }, "element 5 is bad", 0},
 		{"count within limit", stage.SkipPolicy{OnError: stage.Skip, MaxSkips: 3}, func(i int) bool { return i < 3 }, "", 3},
-		{"count exceeded", stage.SkipPolicy{OnError: stage.Skip, MaxSkips: 3}, func(i int) bool { return i < 4 }, "-max-skips 3", 3},
+		{"count exceeded", stage.SkipPolicy{OnError: stage.Skip, MaxSkips: 3}, func(i int) bool { return i < 4 }, "the limit of 3 (SkipPolicy.MaxSkips)", 3},
 		{"rate within limit", stage.SkipPolicy{OnError: stage.Skip, MaxRate: 0.1}, func(i int) bool { return i%20 == 0 }, "", 25},
 		{"rate exceeded", stage.SkipPolicy{OnError: stage.Skip, MaxRate: 0.1}, func(i int) bool { return i%5 == 0 }, "more than 10%", -1},
 	}

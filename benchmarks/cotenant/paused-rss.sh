@@ -2,10 +2,13 @@
 # The launcher's resident set while it is paused below its floor: bin/psiflow-imagefolder
 # (the defaults, -pause-timeout 0) runs in a memory cgroup limited to LIMIT; once it has
 # delivered a few batches a co-tenant ("psiflow cotenant") rises to SHARE of the limit and
-# holds it; WAIT after the loader's "paused:" line its /proc status (VmRSS, RssAnon,
-# RssFile, RssShmem, VmLck) and its cgroup's memory.usage are printed. Everything is
-# killed and the cgroup removed at the end. Needs root and cgroup v1 memory (or v2 with
-# the memory controller).
+# holds it. From the loader's "paused:" line on, its /proc status is sampled every 0.1 s
+# for WAIT seconds (or until it dies): per round, the number of samples, VmRSS min,
+# median and max, the medians of RssAnon, RssFile, VmPin and VmLck, the group's
+# memory usage at the end and every VmRSS sample in order; a loader killed while
+# paused gets its last sample printed with the group's OOM kill count. VmPin counts
+# the registered read pool once per ring that registered it (two readers: twice). Everything is killed and the cgroup removed at the
+# end. Needs root and cgroup v1 memory (or v2 with the memory controller).
 #
 # Usage: benchmarks/cotenant/paused-rss.sh [-limit 256M] [-share 0.9] [-wait 5] [-rounds 3]
 #          [-data DIR] [-- LOADER FLAGS...]
@@ -37,7 +40,6 @@ elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
 else
   echo "paused-rss.sh: no memory cgroup controller here" >&2; exit 1
 fi
-kb() { awk -v k="$1" '$1 == k":" { print $2 }' "/proc/$2/status" 2>/dev/null || echo "?"; }
 g=
 cleanup() {
   if [ -n "$g" ] && [ -d "$g" ]; then
@@ -62,21 +64,37 @@ for r in $(seq 1 "$rounds"); do
     bin/psiflow cotenant -bytes "$co_bytes" -ramp 2s <&"$co_in" >/dev/null &
   co=$!
   for _ in $(seq 1 300); do grep -q 'paused:' "$log" && break; kill -0 "$loader" 2>/dev/null || break; sleep 0.1; done
-  state="paused ${wait}s"
-  if ! grep -q 'paused:' "$log"; then
+  samples=$(mktemp)
+  if grep -q 'paused:' "$log"; then
+    state="paused"
+    end=$(awk -v w="$wait" 'BEGIN { print w * 10 }')
+    for _ in $(seq 1 "$end"); do
+      line=$(awk '$1 ~ /^(VmRSS|RssAnon|RssFile|VmPin|VmLck):$/ { v[$1] = $2 }
+        END { if (v["VmRSS:"] != "") print v["VmRSS:"], v["RssAnon:"], v["RssFile:"], v["VmPin:"], v["VmLck:"] }' \
+        "/proc/$loader/status" 2>/dev/null || true)
+      [ -n "$line" ] || break
+      echo "$line" >> "$samples"
+      sleep 0.1
+    done
+  else
     state="not paused in 30 s"
   fi
-  if kill -0 "$loader" 2>/dev/null; then
-    sleep "$wait"
-  fi
+  n=$(wc -l < "$samples")
   if ! kill -0 "$loader" 2>/dev/null; then
-    echo "round $r: the loader was killed ($state; OOM kills in the group: $(awk '$1 == "oom_kill" { print $2 }' "$g/memory.oom_control" 2>/dev/null || echo ?))"
+    printf 'round %d: the loader was killed (%s; %d samples; OOM kills in the group: %s); last sample: VmRSS %s kB, RssAnon %s kB, RssFile %s kB, VmPin %s kB, VmLck %s kB\n' \
+      "$r" "$state" "$n" "$(awk '$1 == "oom_kill" { print $2 }' "$g/memory.oom_control" 2>/dev/null || echo ?)" \
+      $(tail -n 1 "$samples" 2>/dev/null | grep . || echo "? ? ? ? ?")
+  elif [ "$n" -gt 0 ]; then
+    # Column c's median (and min, max for VmRSS) over the samples.
+    med() { sort -n -k"$1","$1" "$samples" | awk -v c="$1" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'; }
+    printf 'round %d: paused %d samples over %ss: VmRSS min %s median %s max %s kB; medians RssAnon %s kB, RssFile %s kB, VmPin %s kB, VmLck %s kB; cgroup usage %d MiB (co-tenant %d MiB)\n' \
+      "$r" "$n" "$wait" "$(sort -n "$samples" | head -n 1 | cut -d' ' -f1)" "$(med 1)" "$(sort -n "$samples" | tail -n 1 | cut -d' ' -f1)" \
+      "$(med 2)" "$(med 3)" "$(med 4)" "$(med 5)" $(($(cat "$g/$usage_file") >> 20)) $((co_bytes >> 20))
   else
-    lck=$(kb VmLck "$loader")
-    printf 'round %d: %s: VmRSS %s kB, RssAnon %s kB, RssFile %s kB, RssShmem %s kB, VmLck %s kB; cgroup usage %d MiB (co-tenant %d MiB)\n' \
-      "$r" "$state" "$(kb VmRSS "$loader")" "$(kb RssAnon "$loader")" "$(kb RssFile "$loader")" "$(kb RssShmem "$loader")" "$lck" \
-      $(($(cat "$g/$usage_file") >> 20)) $((co_bytes >> 20))
+    echo "round $r: $state"
   fi
+  [ "$n" -gt 0 ] && echo "  VmRSS from the pause line on, every sample (MiB): $(awk '{ printf "%.1f ", $1 / 1024 }' "$samples")"
+  rm -f "$samples"
   kill $(cat "$g/cgroup.procs") "$holder" 2>/dev/null || true
   wait "$loader" "$co" 2>/dev/null || true
   exec {co_in}<&-

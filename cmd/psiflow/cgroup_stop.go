@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -61,7 +60,10 @@ type groupedCommand struct {
 	// launcher is the foreground job of a terminal; the terminal then sends
 	// SIGINT and SIGHUP to both, and forwarding them would deliver them twice.
 	sharedGroup bool
-	sigs        chan os.Signal
+	// quiet: the command is psiflow itself (run -cgroup's child), which says the
+	// signal it stopped on; the forwarding and the grace period are not said.
+	quiet bool
+	sigs  chan os.Signal
 }
 
 // prepareGroupedCommand sets cmd up to be started by [groupedCommand.start]: outside a
@@ -114,8 +116,10 @@ func (gc *groupedCommand) supervise(ctx context.Context, exited <-chan struct{},
 	stop := func(s os.Signal) {
 		name := signalName(s)
 		if gc.sharedGroup && s != syscall.SIGTERM {
-			fmt.Fprintf(log, "psiflow %s: %s (the terminal sent it to the command too)\n", gc.cmdName, name)
-		} else if err := gc.cmd.Process.Signal(s); err == nil {
+			if !gc.quiet {
+				fmt.Fprintf(log, "psiflow %s: %s (the terminal sent it to the command too)\n", gc.cmdName, name)
+			}
+		} else if err := gc.cmd.Process.Signal(s); err == nil && !gc.quiet {
 			fmt.Fprintf(log, "psiflow %s: %s forwarded to %s (pid %d)\n", gc.cmdName, name, gc.cmd.Path, gc.cmd.Process.Pid)
 		}
 		if rep.signal != nil {
@@ -123,7 +127,9 @@ func (gc *groupedCommand) supervise(ctx context.Context, exited <-chan struct{},
 		}
 		rep.signal, since = s, time.Now()
 		grace = time.After(gc.grace)
-		fmt.Fprintf(log, "psiflow %s: every process in cgroup %s gets SIGKILL in %v unless the command exits (-grace)\n", gc.cmdName, gc.group.Name(), gc.grace)
+		if !gc.quiet {
+			fmt.Fprintf(log, "psiflow %s: every process in cgroup %s gets SIGKILL in %v unless the command exits (-grace)\n", gc.cmdName, gc.group.Name(), gc.grace)
+		}
 	}
 	for {
 		select {
@@ -199,12 +205,9 @@ func commandStatus(waitErr error) (code int, ok bool) {
 	return 0, false
 }
 
-// signalCancelled reports whether ctx was cancelled by signal.NotifyContext (its
-// cause then reads "<signal> signal received"), as opposed to a caller's cancel.
-func signalCancelled(ctx context.Context) bool {
-	c := context.Cause(ctx)
-	return c != nil && c != context.Canceled && strings.HasSuffix(c.Error(), " signal received")
-}
+// signalCancelled reports whether ctx was cancelled by a stop signal (main's
+// [signalContext]), as opposed to a caller's cancel.
+func signalCancelled(ctx context.Context) bool { return stopSignalOf(ctx) != nil }
 
 // signalName is the conventional name of a signal: SIGTERM, SIGINT, SIGHUP.
 func signalName(s os.Signal) string {

@@ -102,13 +102,13 @@ func runGen(ctx context.Context, stdout io.Writer, args []string) error {
 	var err error
 	switch kind {
 	case "jpeg":
-		paths, err = synth.JPEGFiles(*out, *n, im, *seed)
+		paths, err = synth.JPEGFilesContext(ctx, *out, *n, im, *seed)
 	case "tar":
-		paths, err = synth.TarShards(*out, synth.Shards{Shards: *shards, Samples: *samples, Image: im}, *seed)
+		paths, err = synth.TarShardsContext(ctx, *out, synth.Shards{Shards: *shards, Samples: *samples, Image: im}, *seed)
 	case "parquet":
-		paths, err = synth.ParquetFiles(*out, tab, *seed)
+		paths, err = synth.ParquetFilesContext(ctx, *out, tab, *seed)
 	case "arrow":
-		paths, err = synth.ArrowFiles(*out, tab, *seed)
+		paths, err = synth.ArrowFilesContext(ctx, *out, tab, *seed)
 	default:
 		return fmt.Errorf("%w: unknown kind %q (want jpeg, tar, parquet or arrow)", errUsage, kind)
 	}

@@ -46,7 +46,7 @@ func main() {
 	if code := checkAddressSpace(os.Stderr, os.Args[1:]); code != 0 {
 		os.Exit(code)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(context.Background())
 	code := dispatch(ctx, os.Stdout, os.Stderr, os.Args[1:])
 	stop()
 	os.Exit(code)
@@ -87,8 +87,15 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(stderr, "psiflow %s: %v\n", c.name, err)
 		var st *exitStatusError
+		if sig := stoppedBy(ctx, err); sig != nil {
+			// What a stop signal ended reads as that signal, not as a cancelled context.
+			err = sig
+		}
+		if errors.As(err, &st) && st.err == nil {
+			return st.code // already said (a -cgroup child said how it ended)
+		}
+		fmt.Fprintf(stderr, "psiflow %s: %v\n", c.name, err)
 		if errors.As(err, &st) {
 			return st.code
 		}
@@ -127,14 +134,81 @@ func startCPUProfile(path string) (func(w io.Writer), error) {
 }
 
 // exitStatusError is a command's failure that carries the exit status psiflow ends
-// with: that of a command a launcher ran (passed through as timeout and env do).
+// with: that of a command a launcher ran (passed through as timeout and env do). A
+// nil err means the failure was already said (by the child psiflow of run -cgroup):
+// dispatch then prints nothing.
 type exitStatusError struct {
 	code int
 	err  error
 }
 
-func (e *exitStatusError) Error() string { return e.err.Error() }
+func (e *exitStatusError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
 func (e *exitStatusError) Unwrap() error { return e.err }
+
+// stopSignal is the cancellation cause of main's context when SIGINT or SIGTERM
+// stopped psiflow; its message names the signal.
+type stopSignal struct{ sig os.Signal }
+
+func (s *stopSignal) Error() string { return "stopped by " + signalName(s.sig) }
+
+// signalContext returns a context cancelled, with a [*stopSignal] cause, on the
+// first SIGINT or SIGTERM; later ones are caught and dropped until stop, which
+// releases the signals and the context.
+func signalContext(parent context.Context) (ctx context.Context, stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(parent)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case s := <-sigs:
+			cancel(&stopSignal{sig: s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(nil)
+		<-done
+	}
+}
+
+// stoppedBy returns the stop signal that err comes from, or nil: ctx was cancelled
+// by one and err is the cancellation (context.Canceled, the signal as a graph's
+// cause, or a run's errStopped), not a failure of its own.
+func stoppedBy(ctx context.Context, err error) *stopSignal {
+	sig := stopSignalOf(ctx)
+	var s *stopSignal
+	if sig != nil && (errors.Is(err, context.Canceled) || errors.Is(err, errStopped) || errors.As(err, &s)) {
+		return sig
+	}
+	return nil
+}
+
+// sayStopped says on standard error which signal stopped command name, when one
+// did (a command that ends with status 0 on it: the live views).
+func sayStopped(ctx context.Context, name string) {
+	if sig := stopSignalOf(ctx); sig != nil {
+		fmt.Fprintf(os.Stderr, "psiflow %s: %v\n", name, sig)
+	}
+}
+
+// stopSignalOf returns the signal that cancelled ctx (a [signalContext]), or nil
+// when none did.
+func stopSignalOf(ctx context.Context) *stopSignal {
+	var s *stopSignal
+	if errors.As(context.Cause(ctx), &s) {
+		return s
+	}
+	return nil
+}
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "psiflow: AI-training data loading that slows down before the OOM killer acts.")

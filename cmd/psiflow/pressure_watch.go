@@ -187,6 +187,7 @@ loop:
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
 	}
+	sayStopped(ctx, "pressure watch") // a signal is how a watch ends: exit 0
 	return nil
 }
 

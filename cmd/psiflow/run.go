@@ -31,7 +31,8 @@ func init() {
 // envRunChild marks the child "psiflow run" started inside the -cgroup group.
 const envRunChild = "PSIFLOW_RUN_CHILD"
 
-// errStopped is returned when a signal stopped the run (after its summary).
+// errStopped is returned when a signal stopped the run (after its summary); dispatch
+// names the signal instead (see [stopSignalOf]).
 var errStopped = errors.New("stopped by signal")
 
 func runRun(ctx context.Context, stdout io.Writer, args []string) error {
@@ -115,7 +116,7 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	stopped := ctx.Err() != nil && errors.Is(err, context.Canceled)
 	if stopped {
-		fmt.Fprintln(stdout, "\nstopped by signal; what ran until then:")
+		fmt.Fprintln(stdout, "\nstopped; what ran until then:")
 	}
 	printDemoSummary(stdout, sum)
 	if stopped {
@@ -157,6 +158,7 @@ func runPipelineInCgroup(ctx context.Context, stdout io.Writer, p *pipelines.Pip
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
 	cmd.Env = append(os.Environ(), envRunChild+"=1")
 	gc := prepareGroupedCommand("run", g, cmd, runGrace)
+	gc.quiet = true // the child says the signal it stopped on, once
 	start := time.Now()
 	if err := gc.start(); err != nil {
 		return err
@@ -168,13 +170,18 @@ func runPipelineInCgroup(ctx context.Context, stdout io.Writer, p *pipelines.Pip
 	close(exited)
 	rep := <-stopped
 	printGroupSummary(stdout, g, time.Since(start))
-	if rep.signal != nil || ctx.Err() != nil {
-		return errStopped
+	code, ended := commandStatus(waitErr)
+	switch {
+	case waitErr == nil:
+		return nil
+	case rep.killed || !ended:
+		return rep.err(g, "the pipeline", waitErr)
+	case rep.signal != nil && code < 128:
+		// The child stopped on the forwarded signal and said so (and its summary):
+		// end with its status, saying nothing more.
+		return &exitStatusError{code: code}
 	}
-	if waitErr != nil {
-		return fmt.Errorf("pipeline in cgroup %s: %w", g.Name(), waitErr)
-	}
-	return nil
+	return &exitStatusError{code: code, err: fmt.Errorf("pipeline in cgroup %s: %w", g.Name(), waitErr)}
 }
 
 // runGrace is how long `run -cgroup` waits for its child to stop after a signal before

@@ -148,12 +148,12 @@ func TestRunStopsGracefullyOnSIGTERM(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("exit %v, want status 1 (stopped):\n%s", err, all)
 	}
-	for _, want := range []string{"stopped by signal; what ran until then:", "STAGE", "decode", "Memory pressure while running:"} {
+	for _, want := range []string{"stopped; what ran until then:", "STAGE", "decode", "Memory pressure while running:"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("output lacks %q:\n%s", want, all)
 		}
 	}
-	if !strings.Contains(stderr.String(), "psiflow run: stopped by signal") {
+	if !strings.Contains(stderr.String(), "psiflow run: stopped by SIGTERM") {
 		t.Errorf("stderr %q lacks the reason", stderr.String())
 	}
 }

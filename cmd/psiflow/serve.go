@@ -47,7 +47,7 @@ func parseServe(args []string) (serveConfig, error) {
 	fs := flag.NewFlagSet("psiflow serve", flag.ContinueOnError)
 	ff := frontend.Register(fs) // the image pipeline's flags, the same as demo's and psiflow-imagefolder's
 	fs.StringVar(&c.socket, "socket", "", "Unix socket to listen on (required); python/psiflow's Client connects to it")
-	flagval.IntVar(fs, &c.slots, "slots", 4, 1, 1<<10, "batches outstanding in Python at once (the shared-memory ring's length)")
+	flagval.IntVar(fs, &c.slots, "slots", 0, 0, 1<<10, "batches outstanding in Python at once (the shared-memory ring's length); 0: sized from the first batch, as many as fit in 64 MiB, 2 to 4")
 	fs.BoolVar(&c.keys, "keys", false, "send each sample's file path with the batch")
 	flagval.DurationVar(fs, &c.acceptTimeout, "accept-timeout", time.Minute, time.Millisecond, 24*time.Hour, "give up when no consumer connects within this time")
 	fs.BoolVar(&c.plan, "plan", false, "send each epoch's plan (samples, rank's share, start) before its batches, as a \"plan\" message (python/psiflow's DataLoader asks for it)")
@@ -92,23 +92,38 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "psiflow serve: listening on %s (%d slots)\n", c.socket, c.slots)
-	actx, cancel := context.WithTimeout(ctx, c.acceptTimeout)
-	err = t.Accept(actx)
-	cancel()
-	if err == nil {
-		if c.synthetic > 0 {
+	if c.slots > 0 {
+		fmt.Fprintf(stdout, "psiflow serve: listening on %s (%d slots)\n", c.socket, c.slots)
+	} else {
+		fmt.Fprintf(stdout, "psiflow serve: listening on %s (slots sized from the first batch: as many as fit in 64 MiB, 2 to 4)\n", c.socket)
+	}
+	accept := func() error {
+		actx, cancel := context.WithTimeout(ctx, c.acceptTimeout)
+		defer cancel()
+		return t.Accept(actx)
+	}
+	if c.synthetic > 0 {
+		if err = accept(); err == nil {
 			err = serveSynthetic(ctx, c, t)
-		} else {
-			err = serveFolder(ctx, c, t, stdout)
 		}
+	} else {
+		// The consumer is accepted once the pipeline's start-up checks passed
+		// (the memory limit, the file list, the rank's share): a run that cannot
+		// start says so at once, not after a consumer connected.
+		err = serveFolder(ctx, c, t, stdout, accept)
 	}
 	sent, released := t.Counts()
 	if errors.Is(err, sink.ErrConsumerClosed) {
 		fmt.Fprintf(stdout, "psiflow serve: the consumer stopped after %d batches\n", sent)
 		return t.Close(nil)
 	}
-	if cerr := t.Close(err); err == nil {
+	closeSink := t.Close
+	if sig := stoppedBy(ctx, err); sig != nil {
+		// The consumer reads "stopped by SIGTERM" (not "context canceled"), and a
+		// consumer busy in a training step does not hold the stop up.
+		err, closeSink = sig, t.Stop
+	}
+	if cerr := closeSink(err); err == nil {
 		err = cerr
 	}
 	if err == nil {
@@ -117,7 +132,7 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	return err
 }
 
-func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Writer) error {
+func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Writer, accept func() error) error {
 	// The memory runtime (elastic by default, with the gate) comes with the
 	// pipeline; the batches go to the consumer before the file's sink.
 	var rt *memory.Runtime
@@ -129,6 +144,7 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 		Destination: t,
 		Info:        func(s string) { fmt.Fprintln(stdout, "  "+s) },
 		Skipped:     func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow serve: %s: skipped: %v\n", node, err) },
+		Ready:       accept,
 	}
 	if c.plan {
 		// Each epoch's plan goes to the consumer before its batches

@@ -94,7 +94,7 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"serve", "-socket", "/tmp/x.sock"}, "exactly one of -data DIR and -synthetic N"},
 		{[]string{"serve", "-socket", "/tmp/x.sock", "-synthetic", "1", "-shape", "4,x"}, "-shape"},
 		{[]string{"serve", "-socket", "/tmp/x.sock", "-data", "/nonexistent", "-budget", "lots"}, "flag -budget"},
-		{[]string{"serve", "-socket", "/tmp/x.sock", "-data", "/nonexistent", "-slots", "0"}, "flag -slots"},
+		{[]string{"serve", "-socket", "/tmp/x.sock", "-data", "/nonexistent", "-slots", "-1"}, "flag -slots"},
 	} {
 		var out bytes.Buffer
 		if code := dispatch(context.Background(), &out, &out, tc.args); code != 2 || !strings.Contains(out.String(), tc.want) {

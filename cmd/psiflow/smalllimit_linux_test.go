@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func TestSmallMemoryLimits(t *testing.T) {
 			if tt.refused {
 				lim := strings.TrimSuffix(tt.limit, "MiB") + " MiB"
 				re := regexp.MustCompile(`the memory limit of ` + lim + ` \(.*memory.limit_in_bytes\) is too small for this loader: .* floor of [0-9.]+ MiB .* Raise the limit to at least ([0-9.]+) MiB`)
-				if err == nil || !re.MatchString(text) || !strings.Contains(text, "exit status 3") {
+				if err == nil || !re.MatchString(text) || !strings.Contains(text, "exit status 3") || cmd.ProcessState.ExitCode() != 3 {
 					t.Fatalf("exit %v: want the start refused (exit status 3) naming the limit, the floor and the limit that would do:\n%s", err, text)
 				}
 				if strings.Contains(text, "NaN") || strings.Contains(text, "Inf") {
@@ -66,6 +67,51 @@ func TestSmallMemoryLimits(t *testing.T) {
 			}
 			if err != nil || !strings.Contains(text, "\n100 samples in ") {
 				t.Fatalf("exit %v: want all 100 samples:\n%s", err, text)
+			}
+		})
+	}
+}
+
+// TestServeRefusesBeforeItsConsumer: a serve that cannot run (a memory limit below
+// its floor, a rank with no samples) says so at start, with its exit status,
+// instead of waiting for a consumer to connect (here no consumer ever does, and
+// the accept timeout is ten minutes: serve used to wait for it).
+func TestServeRefusesBeforeItsConsumer(t *testing.T) {
+	bin := psiflowBinary(t) // without -race: its shadow memory alone exceeds the limit
+	data := genFolder(t, 10)
+	for _, tc := range []struct {
+		name    string
+		cgroup  []string // the cgroup run that serve runs under (nil: none)
+		env     []string
+		code    int
+		message string
+	}{
+		{"memory limit below the floor", []string{"cgroup", "run", "-memory-max", "24MiB", "-name", fmt.Sprintf("serve-refused-%d", os.Getpid()), "--"}, nil,
+			3, "the memory limit of 24 MiB"},
+		{"rank without samples", nil, []string{"RANK=25", "WORLD_SIZE=30"},
+			1, "rank 25 of world size 30 gets no samples of its own: the dataset has 20"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.cgroup != nil {
+				needCgroups(t)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			// bin [cgroup run ... -- bin] serve ...
+			args := append(append([]string(nil), tc.cgroup...), "serve", "-data", data, "-socket", filepath.Join(t.TempDir(), "s.sock"), "-accept-timeout", "10m")
+			if tc.cgroup != nil {
+				args = append(append(append([]string(nil), tc.cgroup...), bin), args[len(tc.cgroup):]...)
+			}
+			cmd := exec.CommandContext(ctx, bin, args...)
+			cmd.Env = append(os.Environ(), tc.env...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			if ctx.Err() != nil {
+				t.Fatalf("still waiting after 2 minutes (for a consumer?):\n%s", out.String())
+			}
+			if code := cmd.ProcessState.ExitCode(); code != tc.code || !strings.Contains(out.String(), tc.message) {
+				t.Fatalf("exit %d (%v), want %d and %q:\n%s", code, err, tc.code, tc.message, out.String())
 			}
 		})
 	}

@@ -55,6 +55,7 @@ func runTop(ctx context.Context, stdout io.Writer, args []string) error {
 	for {
 		select {
 		case <-ctx.Done():
+			sayStopped(ctx, "top") // a signal is how a live view ends: exit 0
 			return nil
 		case <-tick.C:
 		}

@@ -5,7 +5,10 @@
 //     two workers reading disjoint halves;
 //   - direct: cold O_DIRECT 1 MiB reads of the same file;
 //   - small: cold reads of whole 112 KiB files (ImageNet-like),
-//     through the psiflow Files dataset (open, stat, read, close);
+//     through the psiflow Files dataset, io_uring with small files chained
+//     (open linked to read, the default; the run fails unless every file
+//     took that path) and with separate calls, pread, and fio, buffered and
+//     O_DIRECT;
 //   - fadvise: page-cache residency of the small files and of a streamed
 //     large file with DropCache off and on.
 //
@@ -16,4 +19,5 @@
 // -dir and removed at the end. Run it as root (mlock of the cached file).
 //
 // Usage: go run ./cmd/source-bench [-dir /var/tmp] [-rounds 5] [-fio fio] [-quick]
+// [-cases cached,direct,small,cache] [-big MiB] [-small files]
 package main

@@ -58,10 +58,17 @@ func fioContenders(path string, size int64, c fioCase, engines []fioEngine) []co
 // smallSize is the size of each small file: 112 KiB.
 const smallSize = 112 << 10
 
-func fioSmall(dir string, e fioEngine) (int64, time.Duration, time.Duration, error) {
+func fioSmall(dir string, e fioEngine, direct bool) (int64, time.Duration, time.Duration, error) {
 	subs, _ := filepath.Glob(filepath.Join(dir, "d*"))
+	align := "64"
+	if direct {
+		align = "4096"
+	}
 	args := []string{"--rw=read", fmt.Sprintf("--bs=%d", smallSize), "--allow_file_create=0", "--ioengine=" + e.engine, fmt.Sprintf("--iodepth=%d", e.depth),
-		"--iomem_align=64", "--group_reporting", "--output-format=json", "--invalidate=1", "--openfiles=16", "--file_service_type=sequential", "--thread"}
+		"--iomem_align=" + align, "--group_reporting", "--output-format=json", "--invalidate=1", "--openfiles=16", "--file_service_type=sequential", "--thread"}
+	if direct {
+		args = append(args, "--direct=1")
+	}
 	for i, s := range subs {
 		// The directory's byte count spread over its equal files reads each whole
 		// (a larger --size would make fio extend the files).

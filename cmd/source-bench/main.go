@@ -28,7 +28,11 @@ var (
 	quick      = flag.Bool("quick", false, "small data and 2 rounds (smoke test)")
 	bigMiB     = flag.Int("big", 1024, "size of the large file in MiB")
 	smallCount = flag.Int("small", 4000, "number of small files")
+	casesFlag  = flag.String("cases", "cached,direct,small,cache", "cases to run, comma-separated: cached, direct, small, cache")
 )
+
+// want reports whether the case named name was asked for (-cases).
+func want(name string) bool { return slices.Contains(strings.Split(*casesFlag, ","), name) }
 
 type result struct {
 	name  string
@@ -97,10 +101,42 @@ func run() error {
 	}
 	fmt.Printf("data: %s (%d MiB), %d small files (%d bytes, %d on average) in %s\n\n", big, bigSize>>20, len(smallPaths), smallBytes, smallBytes/int64(len(smallPaths)), smallDir)
 
-	// 1. cached 1 MiB reads, file pinned with mmap+mlock.
+	var report []caseReport
+	if want("cached") {
+		r, err := cachedCase(big, bigSize)
+		if err != nil {
+			return err
+		}
+		report = append(report, r)
+	}
+	if want("direct") {
+		r, err := directCase(big, bigSize)
+		if err != nil {
+			return err
+		}
+		report = append(report, r)
+	}
+	if want("small") {
+		r, err := smallCase(smallDir, smallPaths)
+		if err != nil {
+			return err
+		}
+		report = append(report, r)
+	}
+	if want("cache") {
+		if err := cacheCase(big, bigSize, smallPaths, smallBytes); err != nil {
+			return err
+		}
+	}
+	summarize(report)
+	return nil
+}
+
+// cachedCase: cached 1 MiB reads, file pinned with mmap+mlock.
+func cachedCase(big string, bigSize int64) (caseReport, error) {
 	unpin, err := pin(big)
 	if err != nil {
-		return fmt.Errorf("pin %s in the page cache: %w", big, err)
+		return caseReport{}, fmt.Errorf("pin %s in the page cache: %w", big, err)
 	}
 	loops := max(1, int(4<<30/bigSize)) // ≈4 GiB per run
 	cached := []contender{
@@ -116,12 +152,11 @@ func run() error {
 	})...)
 	res, err := rotate("cached 1 MiB reads (pinned), 2 workers", cached)
 	unpin()
-	if err != nil {
-		return err
-	}
-	report := []caseReport{{"cached 1 MiB", res}}
+	return caseReport{"cached 1 MiB", res}, err
+}
 
-	// 2. cold O_DIRECT 1 MiB reads.
+// directCase: cold O_DIRECT 1 MiB reads.
+func directCase(big string, bigSize int64) (caseReport, error) {
 	direct := []contender{
 		{name: "psiflow io_uring, 1 ring qd64 fixed O_DIRECT", run: func() (int64, time.Duration, time.Duration, error) {
 			return readRange(big, bigSize, source.BackendURing, 1, 64, 1<<20, true, 1)
@@ -137,52 +172,55 @@ func run() error {
 		{"io_uring qd64 fixedbufs", "io_uring", 64, "--fixedbufs"}, {"io_uring qd64", "io_uring", 64, ""}, {"libaio qd64", "libaio", 64, ""},
 	})...)
 	direct = append(direct, fioContenders(big, bigSize, fioCase{jobs: 8, bs: "1m", loops: 1, direct: true}, []fioEngine{{"psync ×8", "psync", 1, ""}})...)
-	res, err = rotate("cold O_DIRECT 1 MiB reads", direct)
-	if err != nil {
-		return err
-	}
-	report = append(report, caseReport{"cold O_DIRECT 1 MiB", res})
+	res, err := rotate("cold O_DIRECT 1 MiB reads", direct)
+	return caseReport{"cold O_DIRECT 1 MiB", res}, err
+}
 
-	// 3. cold small files through the Files dataset.
+// smallCase: cold small files through the Files dataset, io_uring with
+// small files chained (the default) and with separate calls, pread, and fio,
+// buffered and O_DIRECT.
+func smallCase(smallDir string, smallPaths []string) (caseReport, error) {
 	drop := func() { dropCache(smallPaths) }
-	small := []contender{
-		{name: "psiflow Files io_uring, 2 rings qd32", run: func() (int64, time.Duration, time.Duration, error) {
-			drop()
-			return readFiles(smallPaths, source.BackendURing, 2, 32, false, false)
-		}},
-		{name: "psiflow Files pread, 8 workers", run: func() (int64, time.Duration, time.Duration, error) {
-			drop()
-			return readFiles(smallPaths, source.BackendPread, 8, 1, false, false)
-		}},
-		{name: "psiflow Files io_uring, 2 rings qd32 O_DIRECT", run: func() (int64, time.Duration, time.Duration, error) {
-			drop()
-			return readFiles(smallPaths, source.BackendURing, 2, 32, true, false)
-		}},
-		{name: "psiflow Files pread, 8 workers O_DIRECT", run: func() (int64, time.Duration, time.Duration, error) {
-			drop()
-			return readFiles(smallPaths, source.BackendPread, 8, 1, true, false)
-		}},
+	var small []contender
+	for _, direct := range []bool{false, true} {
+		suffix := ""
+		if direct {
+			suffix = " O_DIRECT"
+		}
+		small = append(small,
+			contender{name: "psiflow Files io_uring chained, 2 rings qd32" + suffix, run: func() (int64, time.Duration, time.Duration, error) {
+				drop()
+				return readFiles(smallPaths, source.BackendURing, 2, 32, direct, false, false)
+			}},
+			contender{name: "psiflow Files io_uring separate, 2 rings qd32" + suffix, run: func() (int64, time.Duration, time.Duration, error) {
+				drop()
+				return readFiles(smallPaths, source.BackendURing, 2, 32, direct, false, true)
+			}},
+			contender{name: "psiflow Files pread, 8 workers" + suffix, run: func() (int64, time.Duration, time.Duration, error) {
+				drop()
+				return readFiles(smallPaths, source.BackendPread, 8, 1, direct, false, false)
+			}})
+		if *fioBin == "" {
+			continue
+		}
+		for _, e := range []fioEngine{{"psync ×8", "psync", 1, ""}, {"io_uring ×8 qd4", "io_uring", 4, ""}} {
+			small = append(small, contender{name: "fio " + e.label + suffix, fio: true, run: func() (int64, time.Duration, time.Duration, error) {
+				drop()
+				return fioSmall(smallDir, e, direct)
+			}})
+		}
 	}
-	for _, e := range []fioEngine{{"psync ×8", "psync", 1, ""}, {"io_uring ×8 qd4", "io_uring", 4, ""}} {
-		small = append(small, contender{name: "fio " + e.label, fio: true, run: func() (int64, time.Duration, time.Duration, error) {
-			drop()
-			return fioSmall(smallDir, e)
-		}})
-	}
-	if *fioBin == "" {
-		small = small[:4]
-	}
-	res, err = rotate("cold 112 KiB files", small)
-	if err != nil {
-		return err
-	}
-	report = append(report, caseReport{"cold 112 KiB files", res})
+	res, err := rotate("cold 112 KiB files", small)
+	return caseReport{"cold 112 KiB files", res}, err
+}
 
-	// 4. page cache with and without fadvise.
+// cacheCase: page cache with and without fadvise.
+func cacheCase(big string, bigSize int64, smallPaths []string, smallBytes int64) error {
+	drop := func() { dropCache(smallPaths) }
 	fmt.Println("## page cache (resident bytes of the dataset after / at most during a pass)")
 	for _, dropOn := range []bool{false, true} {
 		drop()
-		if _, _, _, err := readFiles(smallPaths, source.BackendURing, 2, 32, false, dropOn); err != nil {
+		if _, _, _, err := readFiles(smallPaths, source.BackendURing, 2, 32, false, dropOn, false); err != nil {
 			return err
 		}
 		fmt.Printf("small files, DropCache=%-5v: %6.1f MiB of %6.1f MiB resident after the pass\n", dropOn, float64(resident(smallPaths))/(1<<20), float64(smallBytes)/(1<<20))
@@ -196,7 +234,6 @@ func run() error {
 		fmt.Printf("large file streamed buffered, DropCache=%-5v: peak %6.1f MiB, after %6.1f MiB of %d MiB\n", dropOn, float64(peak)/(1<<20), float64(after)/(1<<20), bigSize>>20)
 	}
 	fmt.Println()
-	summarize(report)
 	return nil
 }
 
@@ -260,6 +297,7 @@ func summarize(cases []caseReport) {
 			fc, _, _ := med(bestFio.cpuGB)
 			fmt.Printf("%-20s efficiency: %.1f GB per CPU-second vs %.1f for that fio engine (%.2f×)\n", c.name, 1/uc, 1/fc, fc/uc)
 		}
+		chainedGoal(c)
 		// CPU per GB: each io_uring contender against the pread one in the same mode.
 		for _, u := range c.res {
 			if strings.HasPrefix(u.name, "fio") || !strings.Contains(u.name, "io_uring") {
@@ -388,16 +426,17 @@ func readShare(path string, backend source.Backend, pool *source.Pool, qd, bs in
 	return total, nil
 }
 
-// readFiles reads every file once through the Files dataset.
-func readFiles(paths []string, backend source.Backend, workers, qd int, direct, dropCache bool) (int64, time.Duration, time.Duration, error) {
+// readFiles reads every file once through the Files dataset. With io_uring
+// and separate false it fails unless every file was chained (open, read,
+// close in one submission), so the figure is that path's.
+func readFiles(paths []string, backend source.Backend, workers, qd int, direct, dropCache, separate bool) (total int64, wall, cpu time.Duration, err error) {
 	cpu0, t0 := cpuNow(unix.RUSAGE_SELF), time.Now()
 	it, err := source.NewFiles(paths).Samples(source.Options{WorldSize: 1, Workers: workers,
-		Reader: source.ReaderOptions{Backend: backend, QueueDepth: qd, Direct: direct, DropCache: dropCache}})
+		Reader: source.ReaderOptions{Backend: backend, QueueDepth: qd, Direct: direct, DropCache: dropCache, SeparateCalls: separate}})
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	defer it.Close()
-	var total int64
 	for {
 		s, err := it.Next(context.Background())
 		if err == io.EOF {
@@ -409,5 +448,57 @@ func readFiles(paths []string, backend source.Backend, workers, qd int, direct, 
 		total += s.Len()
 		s.Release()
 	}
-	return total, time.Since(t0), cpuNow(unix.RUSAGE_SELF) - cpu0, nil
+	wall, cpu = time.Since(t0), cpuNow(unix.RUSAGE_SELF)-cpu0
+	if rp := it.(source.ReadPathReporter).ReadPaths(); backend == source.BackendURing && !separate && !dropCache && rp.Chained != int64(len(paths)) {
+		return total, 0, 0, fmt.Errorf("read paths %+v: not every file was chained", rp)
+	}
+	return total, wall, cpu, nil
+}
+
+// chainedGoal prints, for the small-file case, the per-round ratios of the
+// chained io_uring contender against the best fio engine of the same round
+// (throughput, goal ≥ 1.0×) and against the pread contender of the same mode
+// (CPU per GB, goal ≤ 0.7×), buffered and O_DIRECT.
+func chainedGoal(c caseReport) {
+	for _, mode := range []string{"", " O_DIRECT"} {
+		var chained, pread *result
+		var fios []*result
+		for _, r := range c.res {
+			if strings.HasSuffix(r.name, "O_DIRECT") != (mode != "") {
+				continue
+			}
+			switch {
+			case strings.Contains(r.name, "io_uring chained"):
+				chained = r
+			case strings.Contains(r.name, "pread") && !strings.HasPrefix(r.name, "fio"):
+				pread = r
+			case strings.HasPrefix(r.name, "fio"):
+				fios = append(fios, r)
+			}
+		}
+		if chained == nil || pread == nil {
+			continue
+		}
+		var tput, cpu []float64
+		for i := range chained.gbps {
+			cpu = append(cpu, chained.cpuGB[i]/pread.cpuGB[i])
+			best := 0.0
+			for _, f := range fios {
+				best = max(best, f.gbps[i])
+			}
+			if best > 0 {
+				tput = append(tput, chained.gbps[i]/best)
+			}
+		}
+		name := "buffered"
+		if mode != "" {
+			name = "O_DIRECT"
+		}
+		if len(tput) > 0 {
+			m, lo, hi := med(tput)
+			fmt.Printf("%-20s chained %s: throughput ÷ best fio of the same round %.2f× [%.2f–%.2f]: goal ≥ 1.0× %s\n", c.name, name, m, lo, hi, verdict(m >= 1))
+		}
+		m, lo, hi := med(cpu)
+		fmt.Printf("%-20s chained %s: CPU per GB ÷ pread's of the same round %.2f× [%.2f–%.2f]: goal ≤ 0.7× %s\n", c.name, name, m, lo, hi, verdict(m <= 0.7))
+	}
 }

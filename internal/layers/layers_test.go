@@ -36,6 +36,7 @@ var architecture = []layer{
 		{"synth", []string{"source/synth"}},
 		{"pkgtest", []string{"python/pkgtest"}},
 		{"layers", []string{"internal/layers"}},
+		{"docscheck", []string{"internal/docscheck"}},
 	}},
 	{"process helpers", []component{
 		{"addrspace", []string{"internal/addrspace"}},

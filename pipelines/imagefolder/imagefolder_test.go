@@ -298,7 +298,7 @@ func TestSkipBadImages(t *testing.T) {
 		t.Fatalf("stop policy: %v", err)
 	}
 	p := small(t, root, "decode.on_error=skip", "decode.max_skips=2")
-	if _, err = pipelines.Run(context.Background(), p, pipelines.Hooks{Skipped: func(string, error) {}}); err == nil || !strings.Contains(err.Error(), "too many bad samples: 2 skipped already") {
+	if _, err = pipelines.Run(context.Background(), p, pipelines.Hooks{Skipped: func(string, error) {}}); err == nil || !strings.Contains(err.Error(), "too many bad samples: 2 skipped already, the limit of 2 (decode.max_skips in the pipeline file") {
 		t.Fatalf("max skips: %v", err)
 	}
 	if _, err := New(root, "decode.on_error=skip", "decode.max_skips=-1"); err == nil {

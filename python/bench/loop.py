@@ -69,7 +69,8 @@ def psiflow_loader(a):
     import psiflow
 
     dl = psiflow.DataLoader(a.data, batch_size=a.batch, shuffle=True, seed=0, transform=a.transform,
-                            psiflow_bin=a.psiflow, serve_args=a.serve_arg)
+                            psiflow_bin=a.psiflow, serve_args=a.serve_arg,
+                            **({"prefetch": a.slots} if a.slots else {}))
     return dl, None
 
 
@@ -85,6 +86,7 @@ def main():
     p.add_argument("--workers", type=int, default=2, help="DataLoader num_workers (default 2)")
     p.add_argument("--prefetch", type=int, default=2, help="DataLoader prefetch_factor (default 2)")
     p.add_argument("--psiflow", default=None, help="the psiflow program (default: the package's, $PSIFLOW_BIN)")
+    p.add_argument("--slots", type=int, default=0, help="psiflow.DataLoader prefetch (ring slots; default: the loader's)")
     p.add_argument("--serve-arg", action="append", default=[], help="extra `psiflow serve` flag")
     p.add_argument("--read", action="append", default=[], help="with --loader prewarm: a file to read through")
     a = p.parse_args()

@@ -336,12 +336,13 @@ class Loader:
     psiflow_bin: the psiflow program (default: $PSIFLOW_BIN, else the one installed
     with this package, else "psiflow" on PATH).
     args: more ``psiflow serve`` flags, e.g. ["-batch", "32", "-epochs", "2"].
-    slots: batches outstanding at once (the shared ring's length).
+    slots: batches outstanding at once (the shared ring's length); None: psiflow
+    sizes it from the first batch (as many as fit in 64 MiB, 2 to 4).
     pipeline: a pipeline file whose sink is of kind torch, run with ``psiflow
     run`` instead of ``psiflow serve`` (args are then ``psiflow run`` flags).
     """
 
-    def __init__(self, data=None, psiflow_bin=None, args=(), slots=4, auto_release=True, torch=False,
+    def __init__(self, data=None, psiflow_bin=None, args=(), slots=None, auto_release=True, torch=False,
                  batch_size=None, start_timeout=60.0, pin=None, pipeline=None):
         self.bin = _binary.find(psiflow_bin)
         self._dir = tempfile.mkdtemp(prefix="psiflow-")
@@ -353,11 +354,14 @@ class Loader:
             if data is not None or batch_size is not None:
                 raise ValueError("Loader(pipeline=...): the file names the data and the batch size, not data= or batch_size=")
             self._what = "psiflow run %s" % pipeline
-            cmd = [self.bin, "run", os.fspath(pipeline), "-set", "sink.socket=" + self.socket_path,
-                   "-set", "sink.slots=%d" % slots]
+            cmd = [self.bin, "run", os.fspath(pipeline), "-set", "sink.socket=" + self.socket_path]
+            if slots is not None:
+                cmd += ["-set", "sink.slots=%d" % slots]
         else:
             self._what = "psiflow serve"
-            cmd = [self.bin, "serve", "-socket", self.socket_path, "-slots", str(slots)]
+            cmd = [self.bin, "serve", "-socket", self.socket_path]
+            if slots is not None:
+                cmd += ["-slots", str(slots)]
             if data is not None:
                 cmd += ["-data", str(data)]
             if batch_size is not None:

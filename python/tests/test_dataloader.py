@@ -222,6 +222,21 @@ class TestDataLoader(unittest.TestCase):
         self.assertEqual(y.dtype, torch.int64)
         dl.close()
 
+    def test_ring_sized_from_the_batch(self):
+        # prefetch=None (the default): as many slots as fit in 64 MiB, 2 to 4
+        for transform, batch, want in [(SMALL, 4, 4), ({"preset": "train", "random_resized_crop": 768}, 8, 2)]:
+            args = ["-batch", str(batch), "-epochs", "1"] + transform_flags(transform)
+            with psiflow.Loader(data=DATA, psiflow_bin=BIN, args=args) as ld:
+                x, _y = next(iter(ld))
+                self.assertEqual((ld.client.slots, x.dtype), (want, np.float32 if want == 2 else np.uint8),
+                                 "batch of %d bytes" % x.nbytes)
+        with psiflow.Loader(data=DATA, psiflow_bin=BIN, args=["-batch", "4"] + transform_flags(SMALL), slots=3) as ld:
+            next(iter(ld))
+            self.assertEqual(ld.client.slots, 3)
+        self.assertIsNone(loader().prefetch)
+        with self.assertRaisesRegex(ValueError, "prefetch"):
+            loader(prefetch=0)
+
     def test_bad_arguments(self):
         for kw, msg in [({"transform": {"resize": 0}}, "resize"), ({"transform": {"bogus": 1}}, "bogus"),
                         ({"batch_size": 0}, "batch_size"), ({"rank": 2, "world_size": 2}, "out of range"),

@@ -3,6 +3,7 @@ package synth
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"fmt"
 	"image"
 	"image/color"
@@ -73,15 +74,27 @@ func JPEG(im Image, seed uint64, i int) ([]byte, error) {
 
 // JPEGFiles writes n images (on GOMAXPROCS goroutines) to dir as 00000000.jpg, 00000001.jpg, … and returns their paths.
 func JPEGFiles(dir string, n int, im Image, seed uint64) ([]string, error) {
+	return JPEGFilesContext(context.Background(), dir, n, im, seed)
+}
+
+// JPEGFilesContext is [JPEGFiles] that stops when ctx ends: no image is started
+// after, the ones being written are finished, and ctx's error is returned.
+func JPEGFilesContext(ctx context.Context, dir string, n int, im Image, seed uint64) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
 	paths := make([]string, n)
-	var g errgroup.Group
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i := range n {
+		if gctx.Err() != nil {
+			break
+		}
 		paths[i] = filepath.Join(dir, fmt.Sprintf("%08d.jpg", i))
 		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
 			b, err := JPEG(im, seed, i)
 			if err != nil {
 				return err
@@ -93,6 +106,9 @@ func JPEGFiles(dir string, n int, im Image, seed uint64) ([]string, error) {
 		})
 	}
 	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	return paths, nil
@@ -108,13 +124,19 @@ type Shards struct {
 
 // TarShards writes s.Shards shards to dir as shard-000000.tar, … and returns their paths.
 func TarShards(dir string, s Shards, seed uint64) ([]string, error) {
+	return TarShardsContext(context.Background(), dir, s, seed)
+}
+
+// TarShardsContext is [TarShards] that stops when ctx ends, between two samples:
+// the shard being written is removed and ctx's error returned.
+func TarShardsContext(ctx context.Context, dir string, s Shards, seed uint64) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
 	var paths []string
 	for sh := range s.Shards {
 		p := filepath.Join(dir, fmt.Sprintf("shard-%06d.tar", sh))
-		if err := writeShard(p, sh, s, seed); err != nil {
+		if err := writeShard(ctx, p, sh, s, seed); err != nil {
 			return nil, err
 		}
 		paths = append(paths, p)
@@ -122,13 +144,18 @@ func TarShards(dir string, s Shards, seed uint64) ([]string, error) {
 	return paths, nil
 }
 
-func writeShard(p string, sh int, s Shards, seed uint64) error {
+func writeShard(ctx context.Context, p string, sh int, s Shards, seed uint64) error {
 	f, err := os.Create(p)
 	if err != nil {
 		return fmt.Errorf("synth: %w", err)
 	}
 	tw := tar.NewWriter(f)
 	for i := range s.Samples {
+		if err := ctx.Err(); err != nil {
+			f.Close()
+			os.Remove(p)
+			return err
+		}
 		idx := sh*s.Samples + i
 		img, err := JPEG(s.Image, seed, idx)
 		if err != nil {
@@ -203,13 +230,23 @@ func Batch(t Table, seed uint64, f, b int) arrow.RecordBatch {
 
 // ParquetFiles writes t.Files Parquet files (one row group per batch) to dir.
 func ParquetFiles(dir string, t Table, seed uint64) ([]string, error) {
-	return writeTables(dir, "parquet", t, seed, func(f *os.File, fi int) error {
+	return ParquetFilesContext(context.Background(), dir, t, seed)
+}
+
+// ParquetFilesContext is [ParquetFiles] that stops when ctx ends, between two
+// batches: the file being written is removed and ctx's error returned.
+func ParquetFilesContext(ctx context.Context, dir string, t Table, seed uint64) ([]string, error) {
+	return writeTables(ctx, dir, "parquet", t, seed, func(f *os.File, fi int) error {
 		props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(max(t.Rows, 1))))
 		w, err := pqarrow.NewFileWriter(tableSchema, f, props, pqarrow.DefaultWriterProps())
 		if err != nil {
 			return err
 		}
 		for b := range t.Batches {
+			if err := ctx.Err(); err != nil {
+				w.Close()
+				return err
+			}
 			rec := Batch(t, seed, fi, b)
 			err := w.Write(rec) // Write starts a new row group per call when rows ≤ max length
 			rec.Release()
@@ -224,12 +261,22 @@ func ParquetFiles(dir string, t Table, seed uint64) ([]string, error) {
 
 // ArrowFiles writes t.Files Arrow IPC files (file format) to dir.
 func ArrowFiles(dir string, t Table, seed uint64) ([]string, error) {
-	return writeTables(dir, "arrow", t, seed, func(f *os.File, fi int) error {
+	return ArrowFilesContext(context.Background(), dir, t, seed)
+}
+
+// ArrowFilesContext is [ArrowFiles] that stops when ctx ends, between two batches:
+// the file being written is removed and ctx's error returned.
+func ArrowFilesContext(ctx context.Context, dir string, t Table, seed uint64) ([]string, error) {
+	return writeTables(ctx, dir, "arrow", t, seed, func(f *os.File, fi int) error {
 		w, err := ipc.NewFileWriter(f, ipc.WithSchema(tableSchema))
 		if err != nil {
 			return err
 		}
 		for b := range t.Batches {
+			if err := ctx.Err(); err != nil {
+				w.Close()
+				return err
+			}
 			rec := Batch(t, seed, fi, b)
 			err := w.Write(rec)
 			rec.Release()
@@ -242,7 +289,7 @@ func ArrowFiles(dir string, t Table, seed uint64) ([]string, error) {
 	})
 }
 
-func writeTables(dir, ext string, t Table, seed uint64, write func(*os.File, int) error) ([]string, error) {
+func writeTables(ctx context.Context, dir, ext string, t Table, seed uint64, write func(*os.File, int) error) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
@@ -255,6 +302,10 @@ func writeTables(dir, ext string, t Table, seed uint64, write func(*os.File, int
 		}
 		if err := write(f, fi); err != nil {
 			f.Close()
+			if ctx.Err() != nil {
+				os.Remove(p) // stopped: no partial file
+				return nil, ctx.Err()
+			}
 			return nil, fmt.Errorf("synth: %s: %w", p, err)
 		}
 		if ext == "arrow" {

@@ -155,6 +155,33 @@ func BenchmarkToTensor(b *testing.B) {
 	}
 }
 
+// BenchmarkToTensorFlip is the flipped float32 tensor of a 224×224 image: mirrored
+// in place and then written (how Process did it) against the mirror read while
+// writing (how it does it now).
+func BenchmarkToTensorFlip(b *testing.B) {
+	norm := ImageNet()
+	for _, c := range []struct {
+		name  string
+		write func(*tensor.Tensor, *Image) error
+	}{
+		{"hflip-then-write", func(t *tensor.Tensor, m *Image) error { HFlip(m); return ToTensor(t, m, tensor.CHW, norm) }},
+		{"fused", func(t *tensor.Tensor, m *Image) error { return toTensor(t, m, tensor.CHW, norm, true) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			src := seq(224, 224, 3)
+			var tt tensor.Tensor
+			_ = c.write(&tt, src)
+			cm := startCPU(b)
+			for b.Loop() {
+				if err := c.write(&tt, src); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, cm)
+		})
+	}
+}
+
 // BenchmarkTransform is Resize(256) + CenterCrop(224) + flip + CHW uint8 on
 // an already decoded 500×375 image: the transform cost alone.
 func BenchmarkTransform(b *testing.B) {

@@ -154,7 +154,7 @@ func TestStageSkipLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = g.Run(ctx)
-	if err == nil || !strings.Contains(err.Error(), "-max-skips 2") || !strings.Contains(err.Error(), "k0025") {
+	if err == nil || !strings.Contains(err.Error(), "the limit of 2 (SkipPolicy.MaxSkips)") || !strings.Contains(err.Error(), "k0025") {
 		t.Fatalf("Run = %v, want the third bad sample (k0025) to stop it", err)
 	}
 }

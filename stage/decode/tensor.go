@@ -100,3 +100,54 @@ func ToTensor(t *tensor.Tensor, m *Image, layout tensor.Layout, norm *Normalizer
 	}
 	return nil
 }
+
+// toTensor is [ToTensor] of m mirrored left to right when flip is set, the mirror
+// read while writing the tensor (3-channel CHW, the layout training uses) rather than
+// made in place first; other layouts are mirrored with [HFlip] first.
+func toTensor(t *tensor.Tensor, m *Image, layout tensor.Layout, norm *Normalizer, flip bool) error {
+	if flip && (layout != tensor.CHW || m.C != 3) {
+		if err := m.check("to tensor"); err != nil {
+			return err
+		}
+		HFlip(m)
+		flip = false
+	}
+	if !flip {
+		return ToTensor(t, m, layout, norm)
+	}
+	if err := m.check("to tensor"); err != nil {
+		return err
+	}
+	w, h := m.W, m.H
+	hw := w * h
+	t.SetShape(3, h, w)
+	src := m.Pix[:hw*3]
+	if norm == nil {
+		out := t.ReuseU8(hw * 3)
+		r, g, b := out[:hw], out[hw:2*hw], out[2*hw:3*hw]
+		for y := range h {
+			row, o := src[y*w*3:(y+1)*w*3], y*w
+			for x := range w {
+				i := (w - 1 - x) * 3
+				p := row[i : i+3 : i+3]
+				r[o+x], g[o+x], b[o+x] = p[0], p[1], p[2]
+			}
+		}
+		return nil
+	}
+	if len(norm.lut) != 3 {
+		return fmt.Errorf("to tensor: normalizer has %d channels, image 3", len(norm.lut))
+	}
+	out := t.ReuseF32(hw * 3)
+	l0, l1, l2 := &norm.lut[0], &norm.lut[1], &norm.lut[2]
+	r, g, b := out[:hw], out[hw:2*hw], out[2*hw:3*hw]
+	for y := range h {
+		row, o := src[y*w*3:(y+1)*w*3], y*w
+		for x := range w {
+			i := (w - 1 - x) * 3
+			p := row[i : i+3 : i+3]
+			r[o+x], g[o+x], b[o+x] = l0[p[0]], l1[p[1]], l2[p[2]]
+		}
+	}
+	return nil
+}

@@ -134,11 +134,12 @@ const maxRetained = 32 << 20
 // image into out; e.Epoch and e.Index select the sample's random draws.
 func (p *Processor) Process(out *tensor.Tensor, e Encoded) error {
 	defer p.trim()
-	m, err := p.Image(e)
+	m, err := p.image(e, false)
 	if err != nil {
 		return err
 	}
-	if err := ToTensor(out, m, p.tr.Layout, p.tr.Normalize); err != nil {
+	// the flip is fused into the tensor's write (one pass over the pixels, not two)
+	if err := toTensor(out, m, p.tr.Layout, p.tr.Normalize, p.g.flip); err != nil {
 		return fmt.Errorf("%s: %w", e.Key, err)
 	}
 	return nil
@@ -339,7 +340,11 @@ func (p *Processor) inspect(e Encoded) (Info, error) {
 
 // Image decodes e.Data and applies the geometric part of the transform. The
 // returned image belongs to the processor and is valid until the next call.
-func (p *Processor) Image(e Encoded) (*Image, error) {
+func (p *Processor) Image(e Encoded) (*Image, error) { return p.image(e, true) }
+
+// image is [Processor.Image]; without flip the sample's horizontal flip (p.g.flip)
+// is left to the caller.
+func (p *Processor) image(e Encoded, flip bool) (*Image, error) {
 	info, err := p.inspect(e)
 	if err != nil {
 		return nil, err
@@ -394,7 +399,7 @@ func (p *Processor) Image(e Encoded) (*Image, error) {
 		}
 		cur = spare
 	}
-	if g.flip {
+	if flip && g.flip {
 		HFlip(cur)
 	}
 	return cur, nil

@@ -1,8 +1,10 @@
 package decode
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -372,5 +374,55 @@ func TestResizeWindow(t *testing.T) {
 	var dst Image
 	if err := r.ResizeWindow(&dst, seq(10, 10, 3), 5, 5, 3, 0, 3, 5); err == nil {
 		t.Error("window outside the result accepted")
+	}
+}
+
+// The flip fused into the tensor's write gives exactly what mirroring the image and
+// then writing it gives, for every layout, channel count, dtype and odd or even width.
+func TestToTensorFusedFlip(t *testing.T) {
+	for _, tc := range []struct {
+		w, h, c int
+		layout  tensor.Layout
+		norm    bool
+	}{
+		{7, 3, 3, tensor.CHW, false},
+		{8, 5, 3, tensor.CHW, true},
+		{1, 2, 3, tensor.CHW, true},
+		{6, 4, 3, tensor.HWC, false},
+		{5, 3, 1, tensor.CHW, false},
+		{5, 3, 3, tensor.HWC, true},
+	} {
+		t.Run(fmt.Sprintf("%dx%dx%d_%v_norm%v", tc.w, tc.h, tc.c, tc.layout, tc.norm), func(t *testing.T) {
+			m := Image{W: tc.w, H: tc.h, C: tc.c, Pix: make([]byte, tc.w*tc.h*tc.c)}
+			for i := range m.Pix {
+				m.Pix[i] = byte(i*37 + 11)
+			}
+			var norm *Normalizer
+			if tc.norm {
+				norm = ImageNet()
+				if tc.c != 3 {
+					t.Skip("ImageNet has 3 channels")
+				}
+			}
+			ref := Image{W: m.W, H: m.H, C: m.C, Pix: append([]byte(nil), m.Pix...)}
+			HFlip(&ref)
+			var want, got tensor.Tensor
+			if err := ToTensor(&want, &ref, tc.layout, norm); err != nil {
+				t.Fatal(err)
+			}
+			if err := toTensor(&got, &m, tc.layout, norm, true); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Shape, want.Shape) || !slices.Equal(got.U8, want.U8) || !slices.Equal(got.F32, want.F32) {
+				t.Fatalf("fused flip: shape %v, want %v; tensors differ", got.Shape, want.Shape)
+			}
+			var plain tensor.Tensor
+			if err := toTensor(&plain, &ref, tc.layout, norm, false); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(plain.U8, want.U8) || !slices.Equal(plain.F32, want.F32) {
+				t.Fatal("toTensor without flip differs from ToTensor")
+			}
+		})
 	}
 }

@@ -1,0 +1,141 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestEveryCommandStopsOnSignal sends SIGINT or SIGTERM to each long-running command
+// as a process of its own (default flags but what keeps it running), once it has
+// started its work: each ends, says which signal stopped it exactly once (not
+// "context canceled", not twice as run -cgroup's launcher and child both did), and
+// exits 1, or 0 for the live views. The bound on the exit is a hang check, generous
+// for a loaded machine and -race; the times measured are in docs/HOSTILE-INPUT.md.
+func TestEveryCommandStopsOnSignal(t *testing.T) {
+	data := genFolder(t, 40)
+	tests := []struct {
+		name    string
+		args    []string
+		ready   string // a line containing this means the work has started
+		sig     syscall.Signal
+		code    int
+		cgroups bool
+		consume bool // connect a consumer that takes the batches and never gives a slot back
+	}{
+		{"demo synthetic", []string{"demo", "-items", "1000000000"}, "psiflow demo: ", syscall.SIGTERM, 1, false, false},
+		{"demo -data", []string{"demo", "-data", data, "-epochs", "100000"}, "  decode: ", syscall.SIGINT, 1, false, false},
+		{"run demo", []string{"run", "-every", "20ms", "-set", "source.items=1000000000", "demo"}, " samples ", syscall.SIGINT, 1, false, false},
+		{"run -cgroup demo", []string{"run", "-cgroup", "-every", "20ms", "-set", "source.items=1000000000", "demo"}, " samples ", syscall.SIGTERM, 1, true, false},
+		{"serve waiting for its consumer", []string{"serve", "-data", data, "-socket", "SOCK"}, "psiflow serve: listening on ", syscall.SIGTERM, 1, false, false},
+		{"serve, its consumer holding every slot", []string{"serve", "-data", data, "-socket", "SOCK", "-epochs", "100000"}, "psiflow serve: listening on ", syscall.SIGINT, 1, false, true},
+		{"gen jpeg", []string{"gen", "jpeg", "-out", "OUT", "-n", "10000000", "-bytes", "4KiB"}, "noise ", syscall.SIGINT, 1, false, false},
+		{"pressure watch", []string{"pressure", "watch"}, "watching memory pressure", syscall.SIGTERM, 0, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.cgroups {
+				needCgroups(t)
+			}
+			dir := t.TempDir()
+			sock := filepath.Join(dir, "s.sock")
+			args := append([]string(nil), tc.args...)
+			for i, a := range args {
+				switch a {
+				case "SOCK":
+					args[i] = sock
+				case "OUT":
+					args[i] = filepath.Join(dir, "out")
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			l := startLauncher(t, ctx, args...)
+			l.waitContains(t, ctx, tc.ready)
+			var c *torchClient
+			if tc.consume {
+				var err error
+				if c, err = dialServe(ctx, sock); err != nil {
+					t.Fatal(err)
+				}
+				defer c.close()
+				for batches := 0; batches < 4; { // the ring's 4 slots, none released
+					m, err := c.next()
+					if err != nil {
+						t.Fatalf("consumer: %v\nstderr: %s", err, l.stderr.String())
+					}
+					if m.T == "batch" {
+						batches++
+					}
+				}
+			}
+			signalled := time.Now()
+			if err := l.cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan int, 1)
+			go func() { exited <- l.wait(t) }()
+			var code int
+			select {
+			case code = <-exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("still running 30 s after %s:\n%s\nstderr: %s", signalName(tc.sig), strings.Join(l.out, "\n"), l.stderr.String())
+			}
+			t.Logf("exit %d %v after %s", code, time.Since(signalled).Round(time.Millisecond), signalName(tc.sig))
+			if c != nil { // the consumer is told why the stream ended, naming the signal
+				for {
+					m, err := c.next()
+					if err != nil {
+						t.Fatalf("consumer: no error message before %v", err)
+					}
+					if m.T == "error" {
+						if want := "stopped by " + signalName(tc.sig); m.Message != want {
+							t.Errorf("the consumer is told %q, want %q", m.Message, want)
+						}
+						break
+					}
+				}
+			}
+			all := strings.Join(l.out, "\n") + "\n" + l.stderr.String()
+			if code != tc.code {
+				t.Errorf("exit %d, want %d", code, tc.code)
+			}
+			want := "stopped by " + signalName(tc.sig)
+			if n := strings.Count(all, "stopped by "); n != 1 || !strings.Contains(l.stderr.String(), want) {
+				t.Errorf("%d lines say what stopped it, want one on stderr saying %q", n, want)
+			}
+			for _, bad := range []string{"context canceled", "stopped by signal", "panic", "goroutine "} {
+				if strings.Contains(all, bad) {
+					t.Errorf("output has %q", bad)
+				}
+			}
+			if t.Failed() {
+				t.Logf("stdout:\n%s\nstderr:\n%s", strings.Join(l.out, "\n"), l.stderr.String())
+			}
+		})
+	}
+}
+
+// waitContains reads lines until one contains s.
+func (l *launcher) waitContains(t *testing.T, ctx context.Context, s string) {
+	t.Helper()
+	for {
+		select {
+		case line, ok := <-l.lines:
+			if !ok {
+				t.Fatalf("psiflow ended before a line with %q:\n%s\nstderr: %s", s, strings.Join(l.out, "\n"), l.stderr.String())
+			}
+			l.out = append(l.out, line)
+			if strings.Contains(line, s) {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("no line with %q before the deadline:\n%s", s, strings.Join(l.out, "\n"))
+		}
+	}
+}
