@@ -10,6 +10,7 @@ import (
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/source/synth"
+	"github.com/psiflow/psiflow/stage"
 )
 
 // listFiles is the files source's dataset, listed once per run (its floor and
@@ -98,6 +99,7 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 	// the graph's runtime).
 	o.Workers = int(cfg.Int("readers"))
 	o.Reader = source.ReaderOptions{DropCache: cfg.Bool("drop_cache"), Direct: cfg.Bool("direct"), Observer: b.Reads()}
+	o.SkipPolicy = readSkipPolicy(b)
 	if repass := b.run.repass; repass != nil {
 		// The cached samples the kernel reclaimed: read as they are listed.
 		o.Epoch, o.Rank, o.WorldSize, o.Shuffle, o.DropLast = 0, 0, 1, false, false
@@ -113,6 +115,27 @@ func buildFiles(b *Build, cfg *Config, _ Stream) (Stream, error) {
 		return c.source(b, files, o)
 	}
 	return Wrap(SampleType, flowsrc.Files(b.Graph, b.Name, files, o))
+}
+
+// readSkipPolicy is the skip policy of a files source's read errors (a file gone,
+// cut short or unreadable since the list was taken): that of the pipeline's
+// decode stage (on_error, max_skips, max_skip_rate), so that on_error: skip
+// covers a bad file whether its read or its decode fails; each skip is named
+// through Hooks.Skipped and counted. Without a decode stage (or with one whose
+// parameters are wrong: its own build says so) reads stop.
+func readSkipPolicy(b *Build) stage.SkipPolicy {
+	for _, c := range b.Pipeline.Stages {
+		if c.Kind.Name != "decode" {
+			continue
+		}
+		_, skip, err := decodeParams(c.Config)
+		if err != nil || skip.OnError != stage.Skip {
+			return stage.SkipPolicy{}
+		}
+		skip.Log = b.SkippedSample
+		return skip
+	}
+	return stage.SkipPolicy{}
 }
 
 // folderLabelled reports whether a stage of p labels samples by their

@@ -137,6 +137,32 @@ grep -h 'skipped' "$T/err" | head -1 | sed "s|$T|T|g; s/^/    /"
 mkdir -p "$T/notar" && (cd "$T/notar" && cp "$T/data/class0/00000000.jpg" s1.jpg && echo 1 > s0.cls && echo 1 > s1.cls && tar cf a.tar s0.cls s1.jpg s1.cls && rm s0.cls s1.jpg s1.cls)
 row "tar sample without its image" env DATA="$T/notar" "$P" run -every 0 -set source.shuffle=false webdataset
 
+# Files that change after the list is taken: 50 of T/big's 200 files are removed
+# or cut to 300 bytes once the run's first progress line is out (10 epochs, so
+# the later epochs meet them whatever the first had read), under decode's
+# on_error: stop (the default) and skip. The row gives the exit status, the
+# samples and skips the summary counted and the first line naming a file.
+# changerow CASE rm|cut ARGS...
+changerow() {
+	input=$1; what=$2; shift 2
+	rm -rf "$T/chg" && cp -r "$T/big" "$T/chg"
+	env DATA="$T/chg" "$P" run -every 100ms -set epochs=10 "$@" imagefolder >"$T/out" 2>"$T/err" </dev/null &
+	pid=$!
+	i=0; while ! grep -q 'samples/s' "$T/out" && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+	for f in "$T"/chg/dog/000000[5-9]?.jpg; do
+		if [ "$what" = rm ]; then rm -f "$f"; else truncate -s 300 "$f"; fi
+	done
+	wait $pid; code=$?
+	printf '| %s | `run -set epochs=10 %s imagefolder` | %s | %s; %s; %s |
+' "$input" "$*" "$code" \
+		"$(grep -o '^[0-9]* samples in [0-9]* batches' "$T/out" | tail -n1)" "$(grep -o '^[0-9]* bad samples skipped' "$T/out" | tail -n1)" \
+		"$(grep -m1 -E "$T/chg/dog" "$T/err" | cut -c1-160 | sed "s|$T|T|g; s/|/\\\\|/g")"
+}
+changerow "50 files removed after the listing" rm
+changerow "the same, decode.on_error=skip" rm -set decode.on_error=skip
+changerow "50 files cut to 300 bytes after the listing" cut
+changerow "the same, decode.on_error=skip" cut -set decode.on_error=skip
+
 # Counts.
 row "limit: 1" env DATA="$T/big" "$P" run -every 0 -set limit=1 imagefolder
 row "psiflow-imagefolder -limit 50" sh -c "$IF -data $T/big -limit 50 | grep -m1 -o '\"samples\":[0-9]*'"

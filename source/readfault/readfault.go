@@ -42,6 +42,14 @@ type Rule struct {
 	Replace bool
 	// OpenErr, for opens, fails the open with it.
 	OpenErr error
+	// Remove, for opens, removes the file before the open, as if it was deleted
+	// after the file list was taken.
+	Remove bool
+	// Truncate, for reads, truncates the file to Size bytes before the first
+	// read that reaches From, which then reads the file as it is now: a file cut
+	// while it is being read (after its size was taken).
+	Truncate bool
+	Size     int64
 }
 
 // EIO fails every read of the file named name at or after offset from
@@ -63,6 +71,16 @@ func EINTR(name string, times int) Rule {
 // FIFO replaces name by a named pipe just before it is first opened, as if
 // it had been swapped after the file list was taken.
 func FIFO(name string) Rule { return Rule{Name: name, Op: Open, Times: 1, Replace: true} }
+
+// Vanish removes name just before it is first opened, as if it had been deleted
+// after the file list was taken.
+func Vanish(name string) Rule { return Rule{Name: name, Op: Open, Times: 1, Remove: true} }
+
+// Truncate cuts name to size bytes just before the first read that reaches
+// from, as if it was truncated while being read.
+func Truncate(name string, from, size int64) Rule {
+	return Rule{Name: name, From: from, Times: 1, Truncate: true, Size: size}
+}
 
 // Event is one fault injected.
 type Event struct {
@@ -115,6 +133,11 @@ func (in *Injector) Open(path string) error {
 		case r.OpenErr != nil:
 			in.events = append(in.events, Event{Op: Open, Path: path, What: "open: " + r.OpenErr.Error()})
 			return r.OpenErr
+		case r.Remove:
+			if err := os.Remove(path); err != nil {
+				return fmt.Errorf("readfault: removing %s: %w", path, err)
+			}
+			in.events = append(in.events, Event{Op: Open, Path: path, What: "removed"})
 		case r.Replace:
 			if err := os.Remove(path); err != nil {
 				return fmt.Errorf("readfault: replacing %s: %w", path, err)
@@ -137,6 +160,15 @@ func (in *Injector) Read(path string, off int64, n int) source.Fault {
 		r := &in.rules[i]
 		if r.Op != Read || !r.matches(path) || (r.Times > 0 && in.used[i] >= r.Times) || off+int64(n) <= r.From {
 			continue
+		}
+		if r.Truncate {
+			in.used[i]++
+			what := fmt.Sprintf("truncated to %d", r.Size)
+			if err := os.Truncate(path, r.Size); err != nil {
+				what = "truncate: " + err.Error()
+			}
+			in.events = append(in.events, Event{Op: Read, Path: path, Off: off, N: n, What: what})
+			return source.Fault{}
 		}
 		f := r.Fault
 		if off < r.From {

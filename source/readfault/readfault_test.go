@@ -118,13 +118,16 @@ func (b *budget) Release(n int64) { b.n.Add(-n) }
 // small files chained (open, read, close in one submission; the default)
 // and with separate calls: the error names the file (and the offset where
 // one applies), the faults a reader must absorb (short reads, EINTR) change
-// nothing, and every sample delivered is whole and delivered once.
+// nothing, and every sample delivered is whole and delivered once. The faults
+// include files removed after the listing and files cut (or emptied) while
+// they are read, after their size was taken.
 func TestFilesUnderFaults(t *testing.T) {
 	type tc struct {
 		name string
 		rule readfault.Rule
 		// bad is the index of the file the fault makes unreadable (-1: none);
-		// off is the offset the error must name (-1: no offset, an open).
+		// off is the offset the error must name (-1: no offset, an open); is
+		// what it wraps (nil: a file cut short, said as such).
 		bad int
 		off int64
 		is  error
@@ -136,6 +139,9 @@ func TestFilesUnderFaults(t *testing.T) {
 		{"eintr", readfault.EINTR("", 30), -1, 0, nil},
 		{"fifo-after-listing", readfault.FIFO("3.bin"), 3, -1, source.ErrNotRegular},
 		{"open-eacces", readfault.Rule{Name: "1.bin", Op: readfault.Open, OpenErr: syscall.EACCES}, 1, -1, syscall.EACCES},
+		{"vanished-after-listing", readfault.Vanish("3.bin"), 3, -1, syscall.ENOENT},
+		{"truncated-while-read", readfault.Truncate("2.bin", 0, 100<<10), 2, 100 << 10, nil},
+		{"emptied-while-read", readfault.Truncate("4.bin", 0, 0), 4, 0, nil},
 	}
 	type mode struct {
 		b        source.Backend
@@ -220,8 +226,11 @@ func TestFilesUnderFaults(t *testing.T) {
 						} else {
 							exactlyOnce(t, keys, paths[:c.bad])
 						}
-						if !errors.As(cause, &re) || re.Path != badPath || !errors.Is(cause, c.is) {
+						if !errors.As(cause, &re) || re.Path != badPath || (c.is != nil && !errors.Is(cause, c.is)) {
 							t.Fatalf("error %v: want a ReadError naming %s, wrapping %v", cause, badPath, c.is)
+						}
+						if c.is == nil && !strings.Contains(cause.Error(), fmt.Sprintf("file ended after %d of %d bytes", c.off, len(want[badPath]))) {
+							t.Fatalf("error %v: want the file named as cut short at %d of its %d bytes", cause, c.off, len(want[badPath]))
 						}
 						if c.off >= 0 && re.Off != c.off {
 							t.Fatalf("error %v names offset %d, want %d", cause, re.Off, c.off)
