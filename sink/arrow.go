@@ -175,7 +175,7 @@ func (a *Arrow) Close(cause error) error {
 			if err := errors.Join(append(errs, a.failed)...); err != nil || cause != nil {
 				errs = append(errs, discard([]string{a.temp}))
 				if err != nil {
-					errs = append(errs, fmt.Errorf("%s is left as it was", a.cfg.Path))
+					errs = append(errs, &nothingKept{a.cfg.Path + " is left as it was"})
 				}
 			} else {
 				errs = append(errs, commit([]string{a.temp}, []string{a.cfg.Path}))

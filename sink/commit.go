@@ -90,6 +90,17 @@ func fileError(kind, dest string, f *destFile, err error) error {
 	return fmt.Errorf("sink %s: %s: %w", kind, dest, err)
 }
 
+// ErrNothingKept is wrapped by the Close error of a file sink whose run failed:
+// it removed the run's output (none of the batches it accepted is on the disk),
+// and a summary of what it accepted must say so (errors.Is).
+var ErrNothingKept = errors.New("the sink kept none of this run's output")
+
+// nothingKept says what a failed file sink left (kept), and is [ErrNothingKept].
+type nothingKept struct{ kept string }
+
+func (e *nothingKept) Error() string        { return e.kept }
+func (e *nothingKept) Is(target error) bool { return target == ErrNothingKept }
+
 // tempPattern is the pattern of the temporary file for final: hidden, in the same
 // folder, with a random suffix.
 func tempPattern(final string) string { return "." + filepath.Base(final) + ".tmp-*" }

@@ -201,6 +201,9 @@ func TestSinksLeaveNothingOnAFullDisk(t *testing.T) {
 				t.Fatalf("writing: %v, want ENOSPC naming a part file of %s (close: %v)", werr, dir, cerr)
 			}
 			plainDiskFull(t, werr, cerr)
+			if !errors.Is(cerr, ErrNothingKept) {
+				t.Errorf("close: %v, want ErrNothingKept (a summary says none of the samples was kept)", cerr)
+			}
 			if got := entries(t, dir); len(got) != 0 {
 				t.Fatalf("the folder keeps %v after the failure", got)
 			}
@@ -226,6 +229,9 @@ func TestSinksLeaveNothingOnAFullDisk(t *testing.T) {
 				t.Errorf("writing: %q, want %q", werr, want)
 			}
 			plainDiskFull(t, werr, cerr)
+			if !errors.Is(cerr, ErrNothingKept) {
+				t.Errorf("close: %v, want ErrNothingKept", cerr)
+			}
 			if b, err := os.ReadFile(path); err != nil || string(b) != "the previous export" {
 				t.Fatalf("the old file is now %q (%v)", b, err)
 			}

@@ -197,7 +197,7 @@ func (p *Parquet) Close(cause error) error {
 		if err != nil || cause != nil {
 			p.cerr = errors.Join(err, discard(p.temps))
 			if p.cerr != nil {
-				p.cerr = fmt.Errorf("%w (the folder keeps none of this run's files)", p.cerr)
+				p.cerr = fmt.Errorf("%w (%w)", p.cerr, &nothingKept{"the folder keeps none of this run's files"})
 			}
 			return
 		}

@@ -44,9 +44,7 @@ func (s *shortOnce) Read(path string, off int64, n int) Fault {
 // and counted as a fallback with its reason. Every file arrives whole, once,
 // in order.
 func TestFilesReadPaths(t *testing.T) {
-	if st := IOStatus(); !st.Chain {
-		kerneltest.Skip(t, kerneltest.IOUring, "chained reads unavailable: %s", st.ChainReason)
-	}
+	skipUnlessChained(t)
 	dir := t.TempDir()
 	var paths []string
 	want := map[string][]byte{}
@@ -128,9 +126,7 @@ func TestFilesReadPaths(t *testing.T) {
 // way (the admission stat would have said so first, so the file is removed
 // by the fault injector's Open, which runs just before the chain).
 func TestChainedReadOfAMissingFile(t *testing.T) {
-	if st := IOStatus(); !st.Chain {
-		kerneltest.Skip(t, kerneltest.IOUring, "chained reads unavailable: %s", st.ChainReason)
-	}
+	skipUnlessChained(t)
 	dir := t.TempDir()
 	a, _ := writeFile(t, dir, "a.bin", 5000, 1)
 	b, _ := writeFile(t, dir, "b.bin", 5000, 2)
@@ -162,3 +158,18 @@ func (r removeOnOpen) Open(path string) error {
 	return nil
 }
 func (removeOnOpen) Read(string, int64, int) Fault { return Fault{} }
+
+// skipUnlessChained skips where the io_uring reader cannot chain: a kernel
+// that refuses it (kerneltest: an error under PSIFLOW_REQUIRE_KERNEL=1), or
+// PSIFLOW_IO forcing the pread backend.
+func skipUnlessChained(t *testing.T) {
+	t.Helper()
+	st := IOStatus()
+	switch {
+	case st.Chain:
+	case st.Forced && st.Backend == BackendPread:
+		t.Skipf("%s=%s: no io_uring reader to chain with", EnvIO, BackendPread)
+	default:
+		kerneltest.Skip(t, kerneltest.IOUring, "chained reads unavailable: %s", st.ChainReason)
+	}
+}

@@ -83,6 +83,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	var sum demo.Summary
 	var err error
+	nothingKept := false // the file sink failed and removed the output
 	if data {
 		p, perr := ff.Pipeline()
 		if perr != nil {
@@ -123,9 +124,11 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 			if errors.Is(err, sink.ErrConsumerClosed) {
 				err = nil // the Python consumer stopped: a clean end
 			}
-			if cerr := out.Close(err); err == nil {
+			cerr := out.Close(err)
+			if err == nil {
 				err = cerr
 			}
+			nothingKept = errors.Is(cerr, sink.ErrNothingKept)
 		}
 		if err == nil {
 			printEpochs(stdout, sum.Epochs, p.Resource.Cache != "off")
@@ -180,8 +183,15 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		fmt.Fprintln(stdout)
 	}
 	printDemoSummary(stdout, sum)
+	if nothingKept {
+		fmt.Fprint(stdout, notKept)
+	}
 	return err
 }
+
+// notKept follows the summary of a run whose file sink failed: the samples it
+// counts were accepted by the sink, which then removed the run's output.
+const notKept = "none of these samples were kept: the sink failed and removed this run's output\n\n"
 
 // serveDemoMetrics starts set's endpoint at addr (set nil: none); close ends it.
 func serveDemoMetrics(stdout io.Writer, set *metrics.Set, addr string) (close func(), err error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/progress"
+	"github.com/psiflow/psiflow/sink"
 )
 
 func init() {
@@ -119,6 +120,9 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 		fmt.Fprintln(stdout, "\nstopped; what ran until then:")
 	}
 	printDemoSummary(stdout, sum)
+	if errors.Is(err, sink.ErrNothingKept) {
+		fmt.Fprint(stdout, notKept)
+	}
 	if stopped {
 		return errStopped
 	}

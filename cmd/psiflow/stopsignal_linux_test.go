@@ -3,12 +3,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestEveryCommandStopsOnSignal sends SIGINT or SIGTERM to each long-running command
@@ -137,5 +141,32 @@ func (l *launcher) waitContains(t *testing.T, ctx context.Context, s string) {
 		case <-ctx.Done():
 			t.Fatalf("no line with %q before the deadline:\n%s", s, strings.Join(l.out, "\n"))
 		}
+	}
+}
+
+// TestSummaryOfAFailedFileSink fills a small tmpfs under demo's Parquet sink: the
+// run fails naming the part file and the full disk, and its summary, which counts
+// the samples the sink accepted before the failure, says that none was kept (the
+// sink removed the run's output): it used to read as if they were written.
+func TestSummaryOfAFailedFileSink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	disk := t.TempDir()
+	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, "size=2m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(disk, 0) })
+	data := genFolder(t, 20)
+	var out, errOut bytes.Buffer
+	code := dispatch(context.Background(), &out, &errOut, []string{"demo", "-data", data, "-batch", "4", "-pressure=false", "-sink", "parquet:" + filepath.Join(disk, "pq")})
+	if code != 1 || !strings.Contains(errOut.String(), "write "+filepath.Join(disk, "pq", "part-00000.parquet")+": no space left on device") {
+		t.Fatalf("exit %d, want 1 naming the part file on a full disk:\n%s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "none of these samples were kept: the sink failed and removed this run's output") {
+		t.Fatalf("the summary does not say the output was removed:\n%s", out.String())
+	}
+	if ents, err := os.ReadDir(filepath.Join(disk, "pq")); err != nil || len(ents) != 0 {
+		t.Fatalf("the folder holds %v (%v)", ents, err)
 	}
 }
