@@ -213,6 +213,14 @@ if [ "$(id -u)" = 0 ]; then
 	printf '| resize 5000 (no crop), budget 64MiB, 8 samples | `run -set decode.resize=5000 -set decode.center_crop=0 ...` | %s | %s; %s |\n' "$?" \
 		"$(grep -o 'max RSS [0-9]* KiB' "$T/m")" "$(grep -o 'peak budget in use .*' "$T/m" | head -n1)"
 
+	# run -cgroup names the signal once (its child's line), the launcher adding nothing.
+	stopsig TERM "$P" run -cgroup -every 100ms -set source.items=1000000000 demo
+	printf '    lines naming the stop: %s\n' "$(grep -c 'stopped by' "$T/err")"
+	# cgroup run passes its command's exit status through.
+	"$P" cgroup run -- /bin/sh -c 'exit 3' >/dev/null 2>&1; a=$?
+	"$P" cgroup run -- /bin/sh -c 'kill -TERM $$' >/dev/null 2>&1; b=$?
+	printf '| `cgroup run -- sh -c "exit 3"`, and a command killed by SIGTERM | - | %s, %s | the command'"'"'s status; 128 + the signal |\n' "$a" "$b"
+
 	# cgroup run forwards SIGTERM: a trainer that checkpoints, one that ignores it.
 	"$P" cgroup run -grace 60s -- /bin/sh -c "trap 'echo saved > $T/ckpt; exit 0' TERM; echo ready > $T/ready; sleep 600 >/dev/null 2>&1 & wait" >"$T/out" 2>"$T/err" &
 	pid=$!; i=0; while [ ! -f "$T/ready" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
