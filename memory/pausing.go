@@ -108,7 +108,7 @@ func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) (pause.Event, bool) {
 func pauseReading(rep pressure.HeadroomReport) pause.Reading {
 	r := pause.Reading{At: rep.At, Current: rep.Current, Limit: rep.Limit, Others: rep.Others(), Reserve: rep.Reserve}
 	if rep.Allowance < rep.Current {
-		r.Current, r.Projected = rep.Allowance, true
+		r.Current, r.Projected, r.Now = rep.Allowance, true, rep.Current
 		r.Others = rep.Limit - rep.Reserve - rep.Allowance
 	}
 	return r

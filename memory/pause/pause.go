@@ -64,6 +64,17 @@ type Reading struct {
 	// Projected says that Others is what the others are expected to hold a moment
 	// ahead (they are growing), not what they hold now.
 	Projected bool
+	// Now is what the cgroup leaves the loader at this instant when Current is a
+	// projection (Projected; Now ≥ Current then); ignored otherwise.
+	Now int64
+}
+
+// now is what the reading says the cgroup leaves the loader at this instant.
+func (r Reading) now() int64 {
+	if r.Projected {
+		return max(r.Now, r.Current)
+	}
+	return r.Current
 }
 
 // Kind is what a reading changed.
@@ -95,7 +106,9 @@ func (k Kind) String() string {
 type Event struct {
 	Kind    Kind
 	Reading Reading
-	// Floor, Hysteresis and Timeout repeat the configuration, for messages.
+	// Floor and Timeout repeat the configuration, for messages; Hysteresis is
+	// the margin above the floor this pause waits for (0 for a pause the
+	// others' growth alone started: see [Controller.Observe]).
 	Floor, Hysteresis int64
 	Timeout           time.Duration
 	// Lasted is how long the pause lasted (Resumed, TimedOut).
@@ -117,8 +130,13 @@ func (e Event) Message() string {
 		if e.Timeout > 0 {
 			until = fmt.Sprintf("a pause longer than %v ends the run", e.Timeout)
 		}
-		return fmt.Sprintf("paused: %s, below its floor of %s: no reads until it leaves %s; %s",
-			left, bytesize.Human(e.Floor), bytesize.Human(e.Floor+e.Hysteresis), until)
+		resume := fmt.Sprintf("no reads until it leaves %s", bytesize.Human(e.Floor+e.Hysteresis))
+		if r.Projected && r.Now >= e.Floor {
+			resume = fmt.Sprintf("no reads until the growth stops and it leaves %s (%s now)",
+				bytesize.Human(e.Floor), bytesize.Human(r.Now))
+		}
+		return fmt.Sprintf("paused: %s, below its floor of %s: %s; %s",
+			left, bytesize.Human(e.Floor), resume, until)
 	case Resumed:
 		return fmt.Sprintf("resumed after a pause of %v: %s, above its floor of %s",
 			e.Lasted.Round(time.Millisecond), left, bytesize.Human(e.Floor))
@@ -139,6 +157,10 @@ type Controller struct {
 	total    time.Duration // of the pauses that ended
 	pauses   int
 	timedOut bool
+	// short: in this pause the cgroup left the loader less than its floor at
+	// some instant (not only in a projection), so the resume waits for the
+	// hysteresis too.
+	short bool
 }
 
 // New checks cfg and returns a controller that is not paused.
@@ -154,19 +176,38 @@ func New(cfg Config) (*Controller, error) {
 func (c *Controller) Config() Config { return c.cfg }
 
 // Observe takes one reading (in time order) and returns the event it causes, if
-// any: Paused when a running loader is left less than its floor, Resumed when a
-// paused one is left at least the floor plus the hysteresis (at most half of
-// the way from the floor to limit − reserve, the most the limit could ever
-// leave it), TimedOut (once) when a
+// any: Paused when a running loader is left less than its floor (now or in the
+// projection of growing others), Resumed when a paused one is left at least the
+// floor plus the hysteresis (at most half of the way from the floor to limit −
+// reserve, the most the limit could ever leave it), TimedOut (once) when a
 // pause has lasted longer than the timeout.
+//
+// A pause that only the projection started, while the cgroup still left the
+// loader its floor, resumes without the hysteresis: as soon as the projection
+// (or, once the growth stops, the reading itself) leaves the floor again. Such
+// a pause gives memory back ahead of a peak; a co-tenant that stops growing at
+// a share that leaves the loader its floor but not the floor plus the
+// hysteresis would otherwise hold it paused for ever, where the loader runs.
+// Once any reading of the pause left less than the floor, the hysteresis
+// applies.
 func (c *Controller) Observe(r Reading) (Event, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ev := Event{Reading: r, Floor: c.cfg.Floor, Hysteresis: c.hysteresis(r.Limit, r.Reserve), Timeout: c.cfg.Timeout}
+	if c.paused && r.now() < c.cfg.Floor {
+		c.short = true
+	}
+	if c.paused && !c.short {
+		ev.Hysteresis = 0
+	}
 	switch {
 	case !c.paused && r.Current < c.cfg.Floor:
 		c.paused, c.since, c.timedOut = true, r.At, false
+		c.short = r.now() < c.cfg.Floor
 		c.pauses++
+		if !c.short {
+			ev.Hysteresis = 0
+		}
 		ev.Kind = Paused
 		return ev, true
 	case c.paused && r.Current >= c.cfg.Floor+ev.Hysteresis:

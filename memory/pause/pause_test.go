@@ -132,3 +132,74 @@ func TestMessages(t *testing.T) {
 		t.Errorf("pause message without a timeout %q", m)
 	}
 }
+
+// A pause that only the projection of growing others started resumes at the
+// floor once the projection leaves it (the co-tenant stopped growing at a
+// share that leaves the floor but not the floor plus the hysteresis: the
+// loader ran there, and used to stay paused for ever); once a reading of the
+// pause leaves less than the floor itself, the resume waits for the
+// hysteresis as any other.
+func TestControllerPauseOnAProjection(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	const floor = 39 * mib // hysteresis max(floor/4, 4 MiB) = 9.75 MiB
+	type step struct {
+		now, projected int64 // projected 0: no projection (the others do not grow)
+		want           Kind
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"the growth stops at a share that leaves the floor: resume at the floor", []step{
+			{60 * mib, 0, 0},
+			{45 * mib, 37 * mib, Paused},
+			{42 * mib, 38 * mib, 0}, // still growing, the projection below the floor
+			{40 * mib, 0, Resumed},  // growth stopped: 40 MiB ≥ the floor, < floor + hysteresis
+			{40 * mib, 0, 0},        // runs there
+		}},
+		{"a projection above the floor resumes while the growth slows", []step{
+			{50 * mib, 30 * mib, Paused},
+			{44 * mib, 40 * mib, Resumed},
+		}},
+		{"the reading itself fell below the floor: the hysteresis applies", []step{
+			{45 * mib, 37 * mib, Paused},
+			{36 * mib, 0, 0}, // short now
+			{40 * mib, 0, 0}, // the floor is back, not the hysteresis
+			{48 * mib, 0, 0},
+			{49 * mib, 0, Resumed}, // ≥ 39 + 9.75
+		}},
+		{"a pause that started short waits for the hysteresis", []step{
+			{30 * mib, 20 * mib, Paused},
+			{40 * mib, 0, 0},
+			{49 * mib, 0, Resumed},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(Config{Floor: floor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tt.steps {
+				r := Reading{At: t0.Add(time.Duration(i) * time.Second), Current: s.now, Limit: 256 * mib, Others: 179 * mib, Reserve: 16 * mib}
+				if s.projected != 0 {
+					r.Current, r.Projected, r.Now = s.projected, true, s.now
+				}
+				ev, ok := c.Observe(r)
+				if ok != (s.want != 0) || ev.Kind != s.want {
+					t.Fatalf("step %d (now %d MiB, projected %d MiB): event %v (%v), want %v", i, s.now/mib, s.projected/mib, ev.Kind, ok, s.want)
+				}
+				if ev.Kind == Paused {
+					msg := ev.Message()
+					wantIn := "no reads until it leaves 48.8 MiB"
+					if s.now >= floor {
+						wantIn = "no reads until the growth stops and it leaves 39 MiB"
+					}
+					if !strings.Contains(msg, wantIn) {
+						t.Errorf("pause line %q does not say %q", msg, wantIn)
+					}
+				}
+			}
+		})
+	}
+}
