@@ -108,11 +108,17 @@ var remoteByDev sync.Map // uint64 → bool
 // until the daemon answers, which a stuck daemon never does. The answer is
 // cached per device, so one fstatfs is made per file system.
 func remoteFS(fd int, dev uint64) bool {
+	return remoteDev(dev, func(sfs *unix.Statfs_t) error { return unix.Fstatfs(fd, sfs) })
+}
+
+// remoteDev is remoteFS's cached answer for dev, asking statfs (on a
+// descriptor or a path) only the first time.
+func remoteDev(dev uint64, statfs func(*unix.Statfs_t) error) bool {
 	if v, ok := remoteByDev.Load(dev); ok {
 		return v.(bool)
 	}
 	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &sfs); err != nil {
+	if err := statfs(&sfs); err != nil {
 		return true // unknown: the safe side
 	}
 	_, remote := remoteMagics[int64(sfs.Type)]
@@ -154,16 +160,7 @@ func statWhole(path string) (*wholeFile, error) {
 
 // remotePath is remoteFS for a path: statfs once per device.
 func remotePath(path string, dev uint64) bool {
-	if v, ok := remoteByDev.Load(dev); ok {
-		return v.(bool)
-	}
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(path, &sfs); err != nil {
-		return true // unknown: the safe side
-	}
-	_, remote := remoteMagics[int64(sfs.Type)]
-	remoteByDev.Store(dev, remote)
-	return remote
+	return remoteDev(dev, func(sfs *unix.Statfs_t) error { return unix.Statfs(path, sfs) })
 }
 
 // chainUnavailable opens "/" into a direct descriptor of a small ring and

@@ -193,21 +193,21 @@ func (c *Controller) Config() Config { return c.cfg }
 func (c *Controller) Observe(r Reading) (Event, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ev := Event{Reading: r, Floor: c.cfg.Floor, Hysteresis: c.hysteresis(r.Limit, r.Reserve), Timeout: c.cfg.Timeout}
-	if c.paused && r.now() < c.cfg.Floor {
+	starts := !c.paused && r.Current < c.cfg.Floor
+	if starts {
+		c.short = false
+	}
+	if r.now() < c.cfg.Floor { // never while running: now ≥ Current ≥ the floor
 		c.short = true
 	}
-	if c.paused && !c.short {
+	ev := Event{Reading: r, Floor: c.cfg.Floor, Hysteresis: c.hysteresis(r.Limit, r.Reserve), Timeout: c.cfg.Timeout}
+	if !c.short {
 		ev.Hysteresis = 0
 	}
 	switch {
-	case !c.paused && r.Current < c.cfg.Floor:
+	case starts:
 		c.paused, c.since, c.timedOut = true, r.At, false
-		c.short = r.now() < c.cfg.Floor
 		c.pauses++
-		if !c.short {
-			ev.Hysteresis = 0
-		}
 		ev.Kind = Paused
 		return ev, true
 	case c.paused && r.Current >= c.cfg.Floor+ev.Hysteresis:
