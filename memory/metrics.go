@@ -30,6 +30,11 @@ const (
 	ActionSampleCache = "sample_cache"
 )
 
+// ActionCHeap gives the C heap's free pages back (glibc's malloc_trim: what
+// libjpeg-turbo freed stays in glibc's arenas otherwise) at Critical and while the
+// loader is paused; its bytes are what left the loader's anonymous resident set.
+const ActionCHeap = "c_heap"
+
 // ActionPause pauses the reads below the floor ([PauseBelowFloor]).
 const ActionPause = "pause"
 
@@ -38,7 +43,7 @@ const ActionPause = "pause"
 const ActionProgramText = "program_text"
 
 // Actions lists every shed action.
-var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache, ActionPause, ActionProgramText}
+var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache, ActionCHeap, ActionPause, ActionProgramText}
 
 type metrics struct {
 	runs     *prometheus.CounterVec
