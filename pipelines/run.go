@@ -126,25 +126,26 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (sum progress.Summary, e
 	}
 	r := &runState{ctx: ctx, hooks: hooks, limit: p.Limit, kept: map[string]any{}, infoSeen: map[string]bool{}, plans: map[int]source.Share{},
 		dest: hooks.Destination, at: []epochAt{{number: p.StartEpoch, start: p.StartAt}}}
+	var rt *memory.Runtime
 	defer func() {
-		// Sinks first (they are told how the run ended), then the services.
+		// Sinks first (they are told how the run ended), then the services, then
+		// the runtime whose UMA the services' memory lives in (its Close fails if
+		// any lease is still out: a leak surfaces here).
 		err = errors.Join(err, r.closeSinks(err))
 		for i := len(r.closers) - 1; i >= 0; i-- {
 			err = errors.Join(err, r.closers[i]())
+		}
+		if rt != nil {
+			err = errors.Join(err, rt.Close())
 		}
 	}()
 	floor, err := floorOf(p, r)
 	if err != nil {
 		return progress.Summary{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
-	rt, err := newRuntime(p, hooks, floor)
-	if err != nil {
+	if rt, err = newRuntime(p, hooks, floor); err != nil {
 		return progress.Summary{}, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
-	defer func() {
-		// Close fails if any lease is still out: a leak surfaces here.
-		err = errors.Join(err, rt.Close())
-	}()
 	if hooks.Runtime != nil {
 		hooks.Runtime(rt)
 	}

@@ -542,6 +542,30 @@ func (r *Ring) release(st *slotState) error {
 	return nil
 }
 
+// Shed gives the pages of the ring's idle slots back at once: the slots that
+// AfterCopy made PREEMPTIBLE (unregistered once their copy completed) are
+// dropped with MADV_DONTNEED and become EVICTED, so the cgroup's usage falls
+// now rather than when reclaim gets to them; the next batch staged in such a
+// slot overwrites it, as after reclaim. Registered slots, slots holding a
+// batch and slots never used are left alone. It returns the bytes given back:
+// a memory runtime runs it as a shed action at Critical.
+func (r *Ring) Shed() (int64, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return 0, nil
+	}
+	n, err := r.arena.EvictPreemptible()
+	if errors.Is(err, uma.ErrClosed) {
+		return n, nil // closed meanwhile: its pages are gone
+	}
+	if err != nil {
+		return n, fmt.Errorf("gpu staging ring %q: shed: %w", r.cfg.Name, err)
+	}
+	return n, nil
+}
+
 func (r *Ring) getEvent() (gpu.Event, error) {
 	r.mu.Lock()
 	if n := len(r.events); n > 0 {
