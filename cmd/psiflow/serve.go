@@ -92,12 +92,15 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.slots > 0 {
-		fmt.Fprintf(stdout, "psiflow serve: listening on %s (%d slots)\n", c.socket, c.slots)
-	} else {
-		fmt.Fprintf(stdout, "psiflow serve: listening on %s (slots sized from the first batch: as many as fit in 64 MiB, 2 to 4)\n", c.socket)
-	}
 	accept := func() error {
+		// Said only here, once the start-up checks passed (Hooks.Ready): a
+		// consumer, or a script that waits for this line, then meets a loader
+		// that really serves, not one about to fail its checks.
+		if c.slots > 0 {
+			fmt.Fprintf(stdout, "psiflow serve: listening on %s (%d slots)\n", c.socket, c.slots)
+		} else {
+			fmt.Fprintf(stdout, "psiflow serve: listening on %s (slots sized from the first batch: as many as fit in 64 MiB, 2 to 4)\n", c.socket)
+		}
 		actx, cancel := context.WithTimeout(ctx, c.acceptTimeout)
 		defer cancel()
 		return t.Accept(actx)
