@@ -28,6 +28,10 @@ const (
 	// ActionSampleCache drops the coldest entries of a pipeline's sample cache at
 	// Critical (registered with [Runtime.OnShed] by the pipeline that has one).
 	ActionSampleCache = "sample_cache"
+	// ActionStagingRing gives the idle slots of a pipeline's GPU staging ring back
+	// at Critical (registered with [Runtime.OnShed] by the pipeline that copies to
+	// a device; the ring lives in the runtime's UMA).
+	ActionStagingRing = "staging_ring"
 )
 
 // ActionPause pauses the reads below the floor ([PauseBelowFloor]).
@@ -38,7 +42,7 @@ const ActionPause = "pause"
 const ActionProgramText = "program_text"
 
 // Actions lists every shed action.
-var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache, ActionPause, ActionProgramText}
+var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache, ActionStagingRing, ActionPause, ActionProgramText}
 
 type metrics struct {
 	runs     *prometheus.CounterVec

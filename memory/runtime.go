@@ -193,7 +193,14 @@ func New(cfg Config) (_ *Runtime, err error) {
 	return r, nil
 }
 
+// openBuffers makes the runtime's UMA, one per runtime (the read buffers, and a
+// pipeline's sample cache and GPU staging ring, live in it, so that its shed
+// actions reach them), and the read buffers in it.
 func (r *Runtime) openBuffers() error {
+	u, uerr := uma.New(uma.Config{ChunkSize: 256 << 10, Registerer: r.cfg.Registerer, MemoryLimit: SelfMemoryLimit})
+	if uerr == nil {
+		r.u = u
+	}
 	size := r.cfg.ReadRegistered
 	if size < 0 {
 		return nil
@@ -204,13 +211,11 @@ func (r *Runtime) openBuffers() error {
 			size = min(r.cfg.BudgetFloor, ElasticReadPool)
 		}
 	}
-	var err error
-	r.u, err = uma.New(uma.Config{ChunkSize: 256 << 10, Registerer: r.cfg.Registerer, MemoryLimit: SelfMemoryLimit})
-	if err != nil {
-		r.info("read buffers: package source's own pool (no UMA here: %v)", err)
-		r.u = nil
+	if r.u == nil {
+		r.info("read buffers: package source's own pool (no UMA here: %v)", uerr)
 		return nil
 	}
+	var err error
 	if r.cfg.Mode == Fixed {
 		if r.fixed, err = r.u.NewPool("read-buffers", size, uma.ArenaOptions{Registered: true}); err != nil {
 			return fmt.Errorf("memory: read pool: %w", err)
@@ -296,7 +301,10 @@ func (r *Runtime) Workers() *Workers { return r.workers }
 // Headroom returns the headroom (nil in Fixed mode).
 func (r *Runtime) Headroom() *pressure.Headroom { return r.head }
 
-// UMA returns the runtime's UMA (nil without UMA read buffers).
+// UMA returns the runtime's UMA, the one allocator of everything large the
+// runtime's graphs hold: the read buffers, and whatever a pipeline adds (its
+// sample cache, its GPU staging ring) with a shed action of its own
+// ([Runtime.OnShed]). It is nil only where UMA cannot run (not Linux).
 func (r *Runtime) UMA() *uma.UMA { return r.u }
 
 // ErrGraphRunning is wrapped by the error of a graph started under a runtime
