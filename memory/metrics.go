@@ -28,6 +28,10 @@ const (
 	// ActionSampleCache drops the coldest entries of a pipeline's sample cache at
 	// Critical (registered with [Runtime.OnShed] by the pipeline that has one).
 	ActionSampleCache = "sample_cache"
+	// ActionStagingRing gives the idle slots of a pipeline's GPU staging ring back
+	// at Critical (registered with [Runtime.OnShed] by the pipeline that copies to
+	// a device; the ring lives in the runtime's UMA).
+	ActionStagingRing = "staging_ring"
 )
 
 // ActionCHeap gives the C heap's free pages back (glibc's malloc_trim: what
@@ -43,7 +47,7 @@ const ActionPause = "pause"
 const ActionProgramText = "program_text"
 
 // Actions lists every shed action.
-var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache, ActionCHeap, ActionPause, ActionProgramText}
+var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache, ActionStagingRing, ActionCHeap, ActionPause, ActionProgramText}
 
 type metrics struct {
 	runs     *prometheus.CounterVec

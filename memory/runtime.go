@@ -21,8 +21,9 @@ import (
 
 // Runtime is a loader's memory runtime: its byte budget, read buffers, decode
 // worker limit, pressure gate and shed actions. A graph takes it once, with
-// flow.WithRuntime(rt), and Graph.Run does the rest: the monitor and the headroom
-// run while the graph runs, and a graph after the first is the next epoch (the
+// flow.WithRuntime(rt), and Graph.Run does the rest: the headroom is sampled while
+// the graph runs, the pressure monitor runs from the first graph until Close, and
+// a graph after the first is the next epoch (the
 // previous graph's garbage is collected and the registered read pool resized
 // first). One graph runs at a time; Close the runtime at the end.
 type Runtime struct {
@@ -192,7 +193,14 @@ func New(cfg Config) (_ *Runtime, err error) {
 	return r, nil
 }
 
+// openBuffers makes the runtime's UMA, one per runtime (the read buffers, and a
+// pipeline's sample cache and GPU staging ring, live in it, so that its shed
+// actions reach them), and the read buffers in it.
 func (r *Runtime) openBuffers() error {
+	u, uerr := uma.New(uma.Config{ChunkSize: 256 << 10, Registerer: r.cfg.Registerer, MemoryLimit: SelfMemoryLimit})
+	if uerr == nil {
+		r.u = u
+	}
 	size := r.cfg.ReadRegistered
 	if size < 0 {
 		return nil
@@ -203,13 +211,11 @@ func (r *Runtime) openBuffers() error {
 			size = min(r.cfg.BudgetFloor, ElasticReadPool)
 		}
 	}
-	var err error
-	r.u, err = uma.New(uma.Config{ChunkSize: 256 << 10, Registerer: r.cfg.Registerer, MemoryLimit: SelfMemoryLimit})
-	if err != nil {
-		r.info("read buffers: package source's own pool (no UMA here: %v)", err)
-		r.u = nil
+	if r.u == nil {
+		r.info("read buffers: package source's own pool (no UMA here: %v)", uerr)
 		return nil
 	}
+	var err error
 	if r.cfg.Mode == Fixed {
 		if r.fixed, err = r.u.NewPool("read-buffers", size, uma.ArenaOptions{Registered: true}); err != nil {
 			return fmt.Errorf("memory: read pool: %w", err)
@@ -295,7 +301,10 @@ func (r *Runtime) Workers() *Workers { return r.workers }
 // Headroom returns the headroom (nil in Fixed mode).
 func (r *Runtime) Headroom() *pressure.Headroom { return r.head }
 
-// UMA returns the runtime's UMA (nil without UMA read buffers).
+// UMA returns the runtime's UMA, the one allocator of everything large the
+// runtime's graphs hold: the read buffers, and whatever a pipeline adds (its
+// sample cache, its GPU staging ring) with a shed action of its own
+// ([Runtime.OnShed]). It is nil only where UMA cannot run (not Linux).
 func (r *Runtime) UMA() *uma.UMA { return r.u }
 
 // ErrGraphRunning is wrapped by the error of a graph started under a runtime
@@ -304,10 +313,10 @@ var ErrGraphRunning = errors.New("memory runtime: another graph runs")
 
 // Supervise runs one graph's stages (flow.Runtime; flow.Graph.Run calls it). A
 // graph after the first is the next epoch: the previous graph's garbage is
-// collected and the registered read pool resized before it starts. While the
-// graph runs, the pressure monitor drives the gate (with Pressure) and the
-// headroom is sampled (Elastic). It returns run's error once everything it
-// started has stopped, or, under [StopBelowFloor], the [*BelowFloorError] that
+// collected and the registered read pool resized before it starts. The first
+// graph opens the pressure monitor, which drives the gate (with Pressure) until
+// Close; while the graph runs the headroom is sampled (Elastic). It returns run's
+// error once everything it started for the graph has stopped, or, under [StopBelowFloor], the [*BelowFloorError] that
 // ended the graph (and ends every later graph of the runtime) because the cgroup
 // left the loader less than its floor.
 func (r *Runtime) Supervise(ctx context.Context, g *flow.Graph, run func(context.Context) error) error {
@@ -426,6 +435,9 @@ func (r *Runtime) Close() error {
 		r.setGo = false
 	}
 	r.applyMu.Unlock()
+	if r.th != nil {
+		r.th.close() // the monitor, which outlives the graphs
+	}
 	var errs []error
 	if r.rb != nil {
 		errs = append(errs, r.rb.Close())

@@ -18,7 +18,6 @@ import (
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/flowsrc"
 	"github.com/psiflow/psiflow/tensor"
-	"github.com/psiflow/psiflow/uma"
 	"github.com/psiflow/psiflow/uma/umacache"
 )
 
@@ -40,9 +39,8 @@ type sampleCache struct {
 	mode  string // "decoded" or "encoded"
 	c     *umacache.Cache
 	sig   uint64
-	u     *uma.UMA // owned when the runtime has none
-	shape []int    // decoded: the sample's shape
-	bytes int64    // decoded: the sample's bytes
+	shape []int // decoded: the sample's shape
+	bytes int64 // decoded: the sample's bytes
 
 	mu      sync.Mutex
 	hits    []string // the epoch's hits, from the source to the decode stage (decoded)
@@ -106,19 +104,13 @@ func (r *runState) openCache(p *Pipeline, rt *memory.Runtime) error {
 		}
 		limit, how = int64(float64(mem)*defaultCacheShare), fmt.Sprintf("half of the memory limit (%s)", src)
 	}
+	// In the runtime's UMA, like the read buffers: one UMA per runtime.
 	u := rt.UMA()
 	if u == nil {
-		var err error
-		if u, err = uma.New(uma.Config{}); err != nil {
-			return fmt.Errorf("sample cache: %w", err)
-		}
-		sc.u = u
+		return fmt.Errorf("resources.cache: %s needs UMA, which this platform lacks (the sample cache runs on Linux)", mode)
 	}
 	c, err := umacache.New(umacache.Config{UMA: u, Name: "sample-cache", ChunkBytes: chunk, MaxBytes: max(limit, chunk)})
 	if err != nil {
-		if sc.u != nil {
-			err = errors.Join(err, sc.u.Close())
-		}
 		return fmt.Errorf("sample cache: %w", err)
 	}
 	sc.c = c
@@ -126,7 +118,7 @@ func (r *runState) openCache(p *Pipeline, rt *memory.Runtime) error {
 	// guards against an entry made under another.
 	sc.sig = xxh3.HashString(fmt.Sprintf("%s|%v", mode, dec.Config.vals))
 	// Closed after the graphs and before the runtime's UMA it lives in.
-	r.closers = append(r.closers, sc.close)
+	r.closers = append(r.closers, sc.c.Close)
 	r.cache = sc
 	// At Critical the cache gives back its coldest eighth (it is rebuilt from
 	// the files when the pressure is gone); it follows the headroom, holding at
@@ -143,14 +135,6 @@ func (r *runState) openCache(p *Pipeline, rt *memory.Runtime) error {
 		r.hooks.OnCache(c)
 	}
 	return nil
-}
-
-func (sc *sampleCache) close() error {
-	err := sc.c.Close()
-	if sc.u != nil {
-		err = errors.Join(err, sc.u.Close())
-	}
-	return err
 }
 
 // stats returns the hits and lookups so far (zero without a cache).

@@ -13,7 +13,6 @@ import (
 	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/tensor"
-	"github.com/psiflow/psiflow/uma"
 )
 
 // The element types of the device kinds.
@@ -85,16 +84,16 @@ func (p *Pipeline) Device() string {
 	return "cpu"
 }
 
-// onDevice is what a run keeps for its device stages: the device, the UMA that
-// owns the staging arena, and the staging ring made by the first batch.
+// onDevice is what a run keeps for its device stages: the device and the
+// staging ring made by the first batch (its arena in the runtime's UMA).
 type onDevice struct {
 	dev  gpu.Device
-	u    *uma.UMA
 	ring *h2d.Lazy
 }
 
 // deviceOf opens the run's device and staging ring, once per run (every epoch's
-// pin and h2d share them).
+// pin and h2d share them). The ring's arena lives in the runtime's UMA, and its
+// idle slots go back at the runtime's shed ([memory.ActionStagingRing]).
 func deviceOf(b *Build) (*onDevice, error) {
 	v, err := b.Shared("gpu device", func() (any, func() error, error) {
 		p := b.Pipeline
@@ -102,16 +101,15 @@ func deviceOf(b *Build) (*onDevice, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		u := b.Runtime.UMA()
+		if u == nil {
+			return nil, nil, errors.New("the staging ring needs UMA, which this platform lacks (a device stage runs on Linux)")
+		}
 		dev, err := openDevice(p, verify)
 		if err != nil {
 			return nil, nil, err
 		}
 		b.Info("device: %s", dev.Name())
-		u, err := uma.New(uma.Config{MemoryLimit: memory.SelfMemoryLimit})
-		if err != nil {
-			_ = dev.Close()
-			return nil, nil, err
-		}
 		cfg.UMA, cfg.Device = u, dev
 		reg := b.run.hooks.Registerer
 		var registered *h2d.Ring
@@ -126,17 +124,18 @@ func deviceOf(b *Build) (*onDevice, error) {
 			}
 		})
 		if err != nil {
-			return nil, nil, errors.Join(err, u.Close(), dev.Close())
+			return nil, nil, errors.Join(err, dev.Close())
 		}
-		od := &onDevice{dev: dev, u: u, ring: lazy}
+		b.Runtime.OnShed(memory.ActionStagingRing, func(context.Context) (int64, error) { return lazy.Shed() })
+		od := &onDevice{dev: dev, ring: lazy}
 		return od, func() error {
-			// The ring first (it unregisters its slots and frees its buffers),
-			// then the arena's UMA, then the device.
+			// The ring first (it unregisters its slots, frees its buffers and
+			// unmaps its arena), then the device; the runtime's UMA closes after.
 			if registered != nil {
 				reg.Unregister(registered)
 			}
 			err := lazy.Close()
-			return errors.Join(err, u.Close(), dev.Close())
+			return errors.Join(err, dev.Close())
 		}, nil
 	})
 	if err != nil {

@@ -2,13 +2,17 @@ package pipelines
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/source/synth"
+	"github.com/psiflow/psiflow/tensor"
 )
 
 // envOf returns an Env lookup over vars only (the test's environment stays out).
@@ -79,5 +83,72 @@ func TestRunShippedFiles(t *testing.T) {
 			}
 			t.Logf("%s: %s", tc.file, strings.Join(info, "; "))
 		})
+	}
+}
+
+// TestRunNextChoosesTheEpochs: with Hooks.Next one run serves the epochs its
+// caller asks for, each the same samples in the same order as a run started
+// at that epoch and position (psiflow serve's DataLoader over one process).
+func TestRunNextChoosesTheEpochs(t *testing.T) {
+	dir := t.TempDir()
+	im := synth.Image{Width: 40, Height: 32, Quality: 80, Noise: 20}
+	for c, n := range []int{7, 5} {
+		if _, err := synth.JPEGFiles(filepath.Join(dir, fmt.Sprintf("class%d", c)), n, im, uint64(c+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sets := []string{"decode.resize=24", "decode.center_crop=16", "batch.size=5", "read.shuffle=true", "decode.ordered=true",
+		"read.read_buffers=8MiB", "resources.budget=32MiB", "resources.pressure=off"}
+	keysOf := func(p *Pipeline, hooks Hooks) []string {
+		var keys []string
+		hooks.Batches = func(_ context.Context, b *tensor.Batch) error {
+			keys = append(keys, b.Keys...)
+			return nil
+		}
+		if _, err := runWithin(t, p, hooks); err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	type at struct {
+		epoch int
+		start int64
+	}
+	asks := []at{{5, 3}, {2, 0}, {2, 12}}
+	var plans []at
+	next := 0
+	p := loadShipped(t, "imagefolder.yaml", map[string]string{"DATA": dir}, sets...)
+	got := keysOf(p, Hooks{
+		Plan: func(epoch int, sh source.Share) error { plans = append(plans, at{epoch, sh.Start}); return nil },
+		Next: func(context.Context) (int, int64, bool, error) {
+			if next == len(asks) {
+				return 0, 0, false, nil
+			}
+			next++
+			return asks[next-1].epoch, asks[next-1].start, true, nil
+		},
+	})
+	if want := append([]at{{0, 0}}, asks...); !slices.Equal(plans, want) {
+		t.Fatalf("plans %v, want %v", plans, want)
+	}
+	var want []string
+	for _, a := range append([]at{{0, 0}}, asks...) {
+		one := loadShipped(t, "imagefolder.yaml", map[string]string{"DATA": dir},
+			append(sets, fmt.Sprintf("start_epoch=%d", a.epoch), fmt.Sprintf("start_at=%d", a.start))...)
+		want = append(want, keysOf(one, Hooks{})...)
+	}
+	if len(want) != 12+9+12 {
+		t.Fatalf("the separate runs delivered %d samples, want %d", len(want), 12+9+12)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("one run with Next delivered\n%v\nseparate runs\n%v", got, want)
+	}
+	// Next's error ends the run; a negative epoch is refused.
+	boom := errors.New("boom")
+	if _, err := runWithin(t, p, Hooks{Next: func(context.Context) (int, int64, bool, error) { return 0, 0, false, boom }}); !errors.Is(err, boom) {
+		t.Fatalf("Next's error: run returned %v", err)
+	}
+	if _, err := runWithin(t, p, Hooks{Next: func(context.Context) (int, int64, bool, error) { return -1, 0, true, nil }}); err == nil || !strings.Contains(err.Error(), "-1") {
+		t.Fatalf("a negative epoch: run returned %v", err)
 	}
 }

@@ -5,6 +5,7 @@ package uma
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -94,5 +95,49 @@ func TestRangeOperations(t *testing.T) {
 	}
 	if _, err := a.MarkRangePreemptible(ctx, 7*cs, 1); err == nil {
 		t.Fatal("a range outside the arena was accepted")
+	}
+}
+
+// EvictPreemptible drops the PREEMPTIBLE chunks, and only them, at once.
+func TestEvictPreemptible(t *testing.T) {
+	ctx := context.Background()
+	u := newTestUMA(t, testConfig())
+	cs := u.ChunkSize()
+	a, err := u.NewArena("slots", 4*cs, ArenaOptions{PreemptWithoutSource: true, NoHugePages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for i := range 4 {
+		if err := a.Write(ctx, int64(i)*cs, make([]byte, cs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int64{1, 3} {
+		if _, err := a.MarkRangePreemptible(ctx, i*cs, cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	freed, err := a.EvictPreemptible()
+	if err != nil || freed != 2*cs {
+		t.Fatalf("EvictPreemptible = %d, %v; want %d", freed, err, 2*cs)
+	}
+	var got []State
+	for _, c := range u.Snapshot().Arenas[0].Chunks {
+		got = append(got, c.State)
+	}
+	if want := []State{Hot, Evicted, Hot, Evicted}; !slices.Equal(got, want) {
+		t.Fatalf("states %v, want %v", got, want)
+	}
+	if freed, err := a.EvictPreemptible(); err != nil || freed != 0 {
+		t.Fatalf("a second EvictPreemptible = %d, %v; want 0", freed, err)
+	}
+	p, err := u.NewPool("pool", cs, ArenaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Arena().EvictPreemptible(); err == nil {
+		t.Fatal("EvictPreemptible on a pool's arena was accepted")
 	}
 }

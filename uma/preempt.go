@@ -220,6 +220,19 @@ func (a *Arena) EvictTail(want int64) (int64, error) {
 	return a.evict(want, false)
 }
 
+// EvictPreemptible drops every PREEMPTIBLE chunk of the arena at once
+// (MADV_DONTNEED, last chunk first): they become EVICTED, and their pages leave
+// the cgroup's usage now rather than when reclaim takes them. Chunks in other
+// states are left alone. It is what a shed action calls for an arena whose
+// PREEMPTIBLE chunks are idle (a staging ring's slots after their copy). It
+// returns the bytes evicted.
+func (a *Arena) EvictPreemptible() (int64, error) {
+	if a.pool != nil {
+		return 0, fmt.Errorf("uma: evict on pool %q: use Trim", a.name)
+	}
+	return a.evict(a.size, true)
+}
+
 // evict drops up to want bytes from the tail; onlyPreemptible restricts it
 // to PREEMPTIBLE chunks (shedding under pressure).
 func (a *Arena) evict(want int64, onlyPreemptible bool) (int64, error) {

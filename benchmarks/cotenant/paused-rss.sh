@@ -13,7 +13,8 @@
 # -bin DIR runs DIR/psiflow and DIR/psiflow-imagefolder (e.g. binaries built from an
 # older commit, for a side-by-side run) instead of building them into bin/. A data folder
 # already made by benchmarks/mixed-jpeg.sh (a .complete file) is used as it is, whatever
-# its size (COTENANT_DATA=/work/data/mixed1000); else 600 mixed JPEGs are made there.
+# its size (COTENANT_DATA=/work/data/mixed1000); else 600 mixed JPEGs are made there
+# (with bin/psiflow).
 #
 # Usage: benchmarks/cotenant/paused-rss.sh [-limit 256M] [-share 0.9] [-wait 5] [-rounds 3]
 #          [-data DIR] [-bin DIR] [-- LOADER FLAGS...]
@@ -38,9 +39,10 @@ if [ -z "$bin" ]; then
   go build -o bin/psiflow-imagefolder ./cmd/psiflow-imagefolder
   bin=bin
 fi
-if [ ! -f "$data/.complete" ]; then
-  benchmarks/mixed-jpeg.sh "$data" 600 >/dev/null
-fi
+# A complete set already there (COTENANT_DATA, or the grids' 1000) is used as it is.
+n=600
+[ -f "$data/.complete" ] && n=$(cat "$data/.complete")
+benchmarks/mixed-jpeg.sh "$data" "$n" >/dev/null
 
 bytes=$(numfmt --from=iec "$limit")
 co_bytes=$(awk -v b="$bytes" -v s="$share" 'BEGIN { printf "%d", b * s }')

@@ -6,14 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/frontend"
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/internal/stopsig"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines"
@@ -31,8 +30,16 @@ func main() {
 		set, err = serve(addr)
 	}
 	if err == nil {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, stop := stopsig.Context(context.Background())
 		err = runWith(ctx, cfg, em, set)
+		if sig := stopsig.StoppedBy(ctx, err); sig != nil {
+			// Stopped by SIGINT or SIGTERM: say which, once, and end with 128 +
+			// its number, as job schedulers expect.
+			stop()
+			_ = em.Done(sig)
+			fmt.Fprintln(os.Stderr, "psiflow-imagefolder:", sig)
+			os.Exit(sig.ExitCode())
+		}
 		stop()
 	}
 	_ = em.Done(err)

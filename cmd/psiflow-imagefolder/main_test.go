@@ -21,8 +21,16 @@ import (
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 )
 
+// envAsMain makes the test binary run main (a psiflow-imagefolder process the
+// tests can signal).
+const envAsMain = "PSIFLOW_IMAGEFOLDER_TEST_AS_MAIN"
+
 func TestMain(m *testing.M) {
 	reexec.Init()
+	if os.Getenv(envAsMain) == "1" {
+		main()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 

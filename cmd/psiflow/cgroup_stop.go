@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/stopsig"
 )
 
 // defaultGrace is how long a launcher waits, after forwarding SIGTERM or SIGINT to its
@@ -205,21 +206,16 @@ func commandStatus(waitErr error) (code int, ok bool) {
 	return 0, false
 }
 
+// exitedWith reports whether the command of waitErr exited by itself (not
+// killed by a signal) with status code.
+func exitedWith(waitErr error, code int) bool {
+	var ee *exec.ExitError
+	return errors.As(waitErr, &ee) && ee.ExitCode() == code
+}
+
 // signalCancelled reports whether ctx was cancelled by a stop signal (main's
 // [signalContext]), as opposed to a caller's cancel.
 func signalCancelled(ctx context.Context) bool { return stopSignalOf(ctx) != nil }
 
 // signalName is the conventional name of a signal: SIGTERM, SIGINT, SIGHUP.
-func signalName(s os.Signal) string {
-	switch s {
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	case nil:
-		return "no signal"
-	}
-	return s.String()
-}
+func signalName(s os.Signal) string { return stopsig.Name(s) }

@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"sort"
-	"syscall"
 
 	"github.com/psiflow/psiflow/internal/harness/protocol"
+	"github.com/psiflow/psiflow/internal/stopsig"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/reexec"
 )
@@ -89,8 +88,11 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 		}
 		var st *exitStatusError
 		if sig := stoppedBy(ctx, err); sig != nil {
-			// What a stop signal ended reads as that signal, not as a cancelled context.
-			err = sig
+			// What a stop signal ended reads as that signal, not as a cancelled
+			// context, and ends with 128 + its number, as a shell reports a
+			// process the signal killed (what job schedulers look for).
+			fmt.Fprintf(stderr, "psiflow %s: %v\n", c.name, sig)
+			return sig.ExitCode()
 		}
 		if errors.As(err, &st) && st.err == nil {
 			return st.code // already said (a -cgroup child said how it ended)
@@ -153,43 +155,19 @@ func (e *exitStatusError) Unwrap() error { return e.err }
 
 // stopSignal is the cancellation cause of main's context when SIGINT or SIGTERM
 // stopped psiflow; its message names the signal.
-type stopSignal struct{ sig os.Signal }
-
-func (s *stopSignal) Error() string { return "stopped by " + signalName(s.sig) }
+type stopSignal = stopsig.Signal
 
 // signalContext returns a context cancelled, with a [*stopSignal] cause, on the
-// first SIGINT or SIGTERM; later ones are caught and dropped until stop, which
-// releases the signals and the context.
+// first SIGINT or SIGTERM (see [stopsig.Context]).
 func signalContext(parent context.Context) (ctx context.Context, stop func()) {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	ctx, cancel := context.WithCancelCause(parent)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case s := <-sigs:
-			cancel(&stopSignal{sig: s})
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(sigs)
-		cancel(nil)
-		<-done
-	}
+	return stopsig.Context(parent)
 }
 
 // stoppedBy returns the stop signal that err comes from, or nil: ctx was cancelled
 // by one and err is the cancellation (context.Canceled, the signal as a graph's
 // cause, or a run's errStopped), not a failure of its own.
 func stoppedBy(ctx context.Context, err error) *stopSignal {
-	sig := stopSignalOf(ctx)
-	var s *stopSignal
-	if sig != nil && (errors.Is(err, context.Canceled) || errors.Is(err, errStopped) || errors.As(err, &s)) {
-		return sig
-	}
-	return nil
+	return stopsig.StoppedBy(ctx, err, errStopped)
 }
 
 // sayStopped says on standard error which signal stopped command name, when one
@@ -202,13 +180,7 @@ func sayStopped(ctx context.Context, name string) {
 
 // stopSignalOf returns the signal that cancelled ctx (a [signalContext]), or nil
 // when none did.
-func stopSignalOf(ctx context.Context) *stopSignal {
-	var s *stopSignal
-	if errors.As(context.Cause(ctx), &s) {
-		return s
-	}
-	return nil
-}
+func stopSignalOf(ctx context.Context) *stopSignal { return stopsig.Of(ctx) }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "psiflow: AI-training data loading that slows down before the OOM killer acts.")
@@ -223,6 +195,7 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nRun 'psiflow <command> -h' for a command's flags.")
 	fmt.Fprintln(w, "With "+cpuProfileEnv+"=FILE in the environment, a command writes a CPU profile of its run to FILE (go tool pprof).")
+	fmt.Fprintln(w, "A command stopped by SIGINT or SIGTERM says so and exits with 128 + the signal's number (130, 143); the live views (pressure watch, top) exit 0.")
 }
 
 // newFlagSet returns a flag set for a subcommand that reports errors instead of exiting.

@@ -180,9 +180,10 @@ func runPipelineInCgroup(ctx context.Context, stdout io.Writer, p *pipelines.Pip
 		return nil
 	case rep.killed || !ended:
 		return rep.err(g, "the pipeline", waitErr)
-	case rep.signal != nil && code < 128:
-		// The child stopped on the forwarded signal and said so (and its summary):
-		// end with its status, saying nothing more.
+	case rep.signal != nil && exitedWith(waitErr, code):
+		// The child stopped on the forwarded signal and said so (and its summary),
+		// exiting with 128 + the signal's number: end with its status, saying
+		// nothing more.
 		return &exitStatusError{code: code}
 	}
 	return &exitStatusError{code: code, err: fmt.Errorf("pipeline in cgroup %s: %w", g.Name(), waitErr)}

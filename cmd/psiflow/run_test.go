@@ -112,7 +112,7 @@ func TestRunCommand(t *testing.T) {
 }
 
 // TestRunStopsGracefullyOnSIGTERM runs psiflow as a process, waits for its first
-// progress line, sends SIGTERM and expects the summary table.
+// progress line, sends SIGTERM and expects the summary table and exit status 143.
 func TestRunStopsGracefullyOnSIGTERM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -145,8 +145,8 @@ func TestRunStopsGracefullyOnSIGTERM(t *testing.T) {
 	if !signalled {
 		t.Fatalf("no progress line before exit (%v):\n%s\n%s", err, all, stderr.String())
 	}
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("exit %v, want status 1 (stopped):\n%s", err, all)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 {
+		t.Fatalf("exit %v, want status 143 (128 + SIGTERM: stopped):\n%s", err, all)
 	}
 	for _, want := range []string{"stopped; what ran until then:", "STAGE", "decode", "Memory pressure while running:"} {
 		if !strings.Contains(all, want) {

@@ -75,21 +75,25 @@ func TestSmallMemoryLimits(t *testing.T) {
 // TestServeRefusesBeforeItsConsumer: a serve that cannot run (a memory limit below
 // its floor, a rank with no samples) says so at start, with its exit status,
 // instead of waiting for a consumer to connect (here no consumer ever does, and
-// the accept timeout is ten minutes: serve used to wait for it).
+// the accept timeout is ten minutes: serve used to wait for it), and never says
+// it is listening (it used to, before its checks, then fail).
 func TestServeRefusesBeforeItsConsumer(t *testing.T) {
 	bin := psiflowBinary(t) // without -race: its shadow memory alone exceeds the limit
 	data := genFolder(t, 10)
+	empty := t.TempDir()
 	for _, tc := range []struct {
 		name    string
 		cgroup  []string // the cgroup run that serve runs under (nil: none)
 		env     []string
 		code    int
 		message string
+		data    string // the folder served; "": the 10 images of each class
 	}{
+		{"empty folder", nil, nil, 1, "empty dataset", empty},
 		{"memory limit below the floor", []string{"cgroup", "run", "-memory-max", "24MiB", "-name", fmt.Sprintf("serve-refused-%d", os.Getpid()), "--"}, nil,
-			3, "the memory limit of 24 MiB"},
+			3, "the memory limit of 24 MiB", ""},
 		{"rank without samples", nil, []string{"RANK=25", "WORLD_SIZE=30"},
-			1, "rank 25 of world size 30 gets no samples of its own: the dataset has 20"},
+			1, "rank 25 of world size 30 gets no samples of its own: the dataset has 20", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.cgroup != nil {
@@ -98,7 +102,11 @@ func TestServeRefusesBeforeItsConsumer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			// bin [cgroup run ... -- bin] serve ...
-			args := append(append([]string(nil), tc.cgroup...), "serve", "-data", data, "-socket", filepath.Join(t.TempDir(), "s.sock"), "-accept-timeout", "10m")
+			dir := data
+			if tc.data != "" {
+				dir = tc.data
+			}
+			args := append(append([]string(nil), tc.cgroup...), "serve", "-data", dir, "-socket", filepath.Join(t.TempDir(), "s.sock"), "-accept-timeout", "10m")
 			if tc.cgroup != nil {
 				args = append(append(append([]string(nil), tc.cgroup...), bin), args[len(tc.cgroup):]...)
 			}
@@ -112,6 +120,9 @@ func TestServeRefusesBeforeItsConsumer(t *testing.T) {
 			}
 			if code := cmd.ProcessState.ExitCode(); code != tc.code || !strings.Contains(out.String(), tc.message) {
 				t.Fatalf("exit %d (%v), want %d and %q:\n%s", code, err, tc.code, tc.message, out.String())
+			}
+			if strings.Contains(out.String(), "listening") {
+				t.Fatalf("a serve that failed its start-up checks said it was listening:\n%s", out.String())
 			}
 		})
 	}

@@ -22,8 +22,9 @@ import (
 // that read is in the kernel, and expects the process to end: io_uring
 // cancels the read, pread is left behind by the source after its grace and
 // interrupted when the process exits. Both backends (PSIFLOW_IO=pread forces
-// the fallback). The 2 s figure is measured in docs/HOSTILE-INPUT.md; here the
-// bound is a generous 30 s.
+// the fallback), with exit status 143 (128 + SIGTERM) after saying, once, that
+// SIGTERM stopped it. The 2 s figure is measured in docs/HOSTILE-INPUT.md; here
+// the bound is a generous 30 s.
 func TestCommandsStopWithAReadInFlight(t *testing.T) {
 	files := map[string][]byte{}
 	for i := range 160 {
@@ -79,8 +80,16 @@ func TestCommandsStopWithAReadInFlight(t *testing.T) {
 				select {
 				case err := <-exited:
 					t.Logf("ended %v after SIGTERM (%v); last output: %s", time.Since(start).Round(time.Millisecond), err, lastLines(out.String(), 3))
-					if err == nil {
-						t.Fatalf("%s exited 0 after SIGTERM with an image unread:\n%s", c.name, out.String())
+					if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 {
+						t.Fatalf("%s ended with %v after SIGTERM with an image unread, want exit status 143 (128 + SIGTERM):\n%s", c.name, err, out.String())
+					}
+					if n := strings.Count(out.String(), "stopped by "); n != 1 || !strings.Contains(out.String(), "psiflow "+c.name+": stopped by SIGTERM") {
+						t.Errorf("%d lines say what stopped it, want one: psiflow %s: stopped by SIGTERM\n%s", n, c.name, out.String())
+					}
+					for _, bad := range []string{"context canceled", "panic", "goroutine "} {
+						if strings.Contains(out.String(), bad) {
+							t.Errorf("output has %q:\n%s", bad, out.String())
+						}
 					}
 				case <-time.After(30 * time.Second):
 					cmd.Process.Kill()

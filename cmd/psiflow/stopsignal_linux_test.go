@@ -19,8 +19,10 @@ import (
 // as a process of its own (default flags but what keeps it running), once it has
 // started its work: each ends, says which signal stopped it exactly once (not
 // "context canceled", not twice as run -cgroup's launcher and child both did), and
-// exits 1, or 0 for the live views. The bound on the exit is a hang check, generous
-// for a loaded machine and -race; the times measured are in docs/HOSTILE-INPUT.md.
+// exits 128 + the signal's number (130, 143: what job schedulers look for; it used
+// to be 1), or 0 for the live views. The bound on the exit is a hang check,
+// generous for a loaded machine and -race; the times measured are in
+// docs/HOSTILE-INPUT.md.
 func TestEveryCommandStopsOnSignal(t *testing.T) {
 	data := genFolder(t, 40)
 	tests := []struct {
@@ -32,13 +34,13 @@ func TestEveryCommandStopsOnSignal(t *testing.T) {
 		cgroups bool
 		consume bool // connect a consumer that takes the batches and never gives a slot back
 	}{
-		{"demo synthetic", []string{"demo", "-items", "1000000000"}, "psiflow demo: ", syscall.SIGTERM, 1, false, false},
-		{"demo -data", []string{"demo", "-data", data, "-epochs", "100000"}, "  decode: ", syscall.SIGINT, 1, false, false},
-		{"run demo", []string{"run", "-every", "20ms", "-set", "source.items=1000000000", "demo"}, " samples ", syscall.SIGINT, 1, false, false},
-		{"run -cgroup demo", []string{"run", "-cgroup", "-every", "20ms", "-set", "source.items=1000000000", "demo"}, " samples ", syscall.SIGTERM, 1, true, false},
-		{"serve waiting for its consumer", []string{"serve", "-data", data, "-socket", "SOCK"}, "psiflow serve: listening on ", syscall.SIGTERM, 1, false, false},
-		{"serve, its consumer holding every slot", []string{"serve", "-data", data, "-socket", "SOCK", "-epochs", "100000"}, "psiflow serve: listening on ", syscall.SIGINT, 1, false, true},
-		{"gen jpeg", []string{"gen", "jpeg", "-out", "OUT", "-n", "10000000", "-bytes", "4KiB"}, "noise ", syscall.SIGINT, 1, false, false},
+		{"demo synthetic", []string{"demo", "-items", "1000000000"}, "psiflow demo: ", syscall.SIGTERM, 143, false, false},
+		{"demo -data", []string{"demo", "-data", data, "-epochs", "100000"}, "  decode: ", syscall.SIGINT, 130, false, false},
+		{"run demo", []string{"run", "-every", "20ms", "-set", "source.items=1000000000", "demo"}, " samples ", syscall.SIGINT, 130, false, false},
+		{"run -cgroup demo", []string{"run", "-cgroup", "-every", "20ms", "-set", "source.items=1000000000", "demo"}, " samples ", syscall.SIGTERM, 143, true, false},
+		{"serve waiting for its consumer", []string{"serve", "-data", data, "-socket", "SOCK"}, "psiflow serve: listening on ", syscall.SIGTERM, 143, false, false},
+		{"serve, its consumer holding every slot", []string{"serve", "-data", data, "-socket", "SOCK", "-epochs", "100000"}, "psiflow serve: listening on ", syscall.SIGINT, 130, false, true},
+		{"gen jpeg", []string{"gen", "jpeg", "-out", "OUT", "-n", "10000000", "-bytes", "4KiB"}, "noise ", syscall.SIGINT, 130, false, false},
 		{"pressure watch", []string{"pressure", "watch"}, "watching memory pressure", syscall.SIGTERM, 0, false, false},
 	}
 	for _, tc := range tests {

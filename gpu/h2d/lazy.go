@@ -73,6 +73,16 @@ func (l *Lazy) Made() *Ring {
 	return l.r
 }
 
+// Shed is [Ring.Shed] on the ring once the first batch made it (nothing
+// before).
+func (l *Lazy) Shed() (int64, error) {
+	r := l.Made()
+	if r == nil {
+		return 0, nil
+	}
+	return r.Shed()
+}
+
 // Close closes the ring if one was made ([Ring.Close]); later batches are
 // refused.
 func (l *Lazy) Close() error {

@@ -174,6 +174,15 @@ func TestRingAfterCopy(t *testing.T) {
 				}
 			}
 			st := r.Stats()
+			// Shed gives the PREEMPTIBLE slots' pages back at once (they become
+			// EVICTED); registered slots and slots already evicted are left alone.
+			shed, err := r.Shed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[AfterCopy]int64{Preemptible: 3 * r.SlotBytes()}[tc.policy]; shed != want {
+				t.Fatalf("Shed gave back %d bytes, want %d", shed, want)
+			}
 			if tc.policy == Keep {
 				if counts[uma.CopiedGPU] != 5 || regs != 5 {
 					t.Fatalf("keep: states %v, %d registered; want all 5 COPIED_GPU and registered", counts, regs)
@@ -182,6 +191,13 @@ func TestRingAfterCopy(t *testing.T) {
 			}
 			if counts[uma.CopiedGPU] != 2 || counts[tc.want] != 3 || regs != 2 || st.Unregistrations != 3 {
 				t.Fatalf("states %v, %d registered, stats %+v; want 2 registered COPIED_GPU and 3 %s", counts, regs, st, tc.want)
+			}
+			clear(counts)
+			for _, c := range u.Snapshot().Arenas[0].Chunks {
+				counts[c.State]++
+			}
+			if counts[uma.CopiedGPU] != 2 || counts[uma.Evicted] != 3 {
+				t.Fatalf("after Shed: states %v, want 2 COPIED_GPU and 3 EVICTED", counts)
 			}
 			// Reuse: the registered slots first, then the released ones are
 			// registered again (their old bytes are not restored: they are overwritten).
