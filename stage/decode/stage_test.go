@@ -135,7 +135,9 @@ func TestStageCollateNormalizes(t *testing.T) {
 		data := encodeJPEG(t, synthRGB(70+i*5, 60+i*3, uint64(i), 6), 85)
 		items = append(items, &item{key: fmt.Sprintf("img-%d", i), data: data, label: int64(i), released: &released})
 	}
-	get := func(it *item) Encoded { return Encoded{Key: it.key, Data: it.data, Label: it.label, Index: it.label, Epoch: 3} }
+	get := func(it *item) Encoded {
+		return Encoded{Key: it.key, Data: it.data, Label: it.label, Index: it.label, Epoch: 3}
+	}
 	tr := Transform{RandomResizedCrop: ResizedCrop{Size: 24}, FlipProb: 0.5, Layout: tensor.CHW, Normalize: ImageNet(), Seed: 7}
 	run := func(collateNormalizes bool) (batches [][]float32, sampleBytes []int64) {
 		st, err := NewStage("decode", d, StageConfig{Workers: 2, Ordered: true, Transform: tr, CollateNormalizes: collateNormalizes}, get)
