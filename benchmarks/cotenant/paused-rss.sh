@@ -5,7 +5,8 @@
 # holds it. From the loader's "paused:" line on, its /proc status is sampled every 0.1 s
 # for WAIT seconds (or until it dies): per round, the number of samples, VmRSS min,
 # median and max, the medians of RssAnon, RssFile, VmPin and VmLck, the group's
-# memory usage at the end and every VmRSS sample in order; a loader killed while
+# memory usage at the end, every VmRSS sample in order, and the median and max of the
+# pause's first second (10 samples) and of the rest apart; a loader killed while
 # paused gets its last sample printed with the group's OOM kill count. VmPin counts
 # the registered read pool once per ring that registered it (two readers: twice). Everything is killed and the cgroup removed at the
 # end. Needs root and cgroup v1 memory (or v2 with the memory controller).
@@ -107,6 +108,14 @@ for r in $(seq 1 "$rounds"); do
     echo "round $r: $state"
   fi
   [ "$n" -gt 0 ] && echo "  VmRSS from the pause line on, every sample (MiB): $(awk '{ printf "%.1f ", $1 / 1024 }' "$samples")"
+  # The pause's first second (the first 10 samples) and what follows, apart.
+  [ "$n" -gt 0 ] && awk '{ v[NR] = $1 / 1024 } END {
+      split("", a); split("", b); na = nb = 0
+      for (i = 1; i <= NR; i++) if (i <= 10) a[++na] = v[i]; else b[++nb] = v[i]
+      printf "  VmRSS in the first second (MiB): median %s max %s; after it: median %s max %s\n", med(a, na), mx(a, na), med(b, nb), mx(b, nb) }
+    function med(x, k,   i, j, t) { if (k == 0) return "-"; for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
+      return sprintf("%.1f", x[int((k + 1) / 2)]) }
+    function mx(x, k,   i, m) { if (k == 0) return "-"; m = x[1]; for (i = 2; i <= k; i++) if (x[i] > m) m = x[i]; return sprintf("%.1f", m) }' "$samples"
   rm -f "$samples"
   kill $(cat "$g/cgroup.procs") "$holder" 2>/dev/null || true
   wait "$loader" "$co" 2>/dev/null || true
