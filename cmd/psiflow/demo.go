@@ -250,7 +250,7 @@ func printDemoSummary(w io.Writer, s demo.Summary) {
 	fmt.Fprintf(w, "\n%d samples in %d batches in %.2fs%s; peak budget in use %s\n\n",
 		s.Items, s.Batches, sec, rates, bytesize.Human(s.Peak))
 	if s.Skipped > 0 {
-		fmt.Fprintf(w, "%d bad samples skipped (each named on standard error)\n\n", s.Skipped)
+		fmt.Fprintf(w, "%d bad samples skipped: %d at read, %d at decode (each named on standard error)\n\n", s.Skipped, s.ReadSkipped, s.DecodeSkipped)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "STAGE\tKIND\tWORKERS\tIN\tOUT\tBYTES OUT\tBUSY s\tWAIT IN s\tWAIT OUT s\t")
