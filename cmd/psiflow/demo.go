@@ -125,10 +125,15 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 				err = nil // the Python consumer stopped: a clean end
 			}
 			cerr := out.Close(err)
-			if err == nil {
+			var nw *sink.NotWrittenError
+			switch {
+			case err == nil:
 				err = cerr
+			case errors.As(cerr, &nw):
+				// The stop or the failure cost the sink's output: say which.
+				err = errors.Join(err, cerr)
 			}
-			nothingKept = errors.Is(cerr, sink.ErrNothingKept)
+			nothingKept = errors.Is(cerr, sink.ErrNothingKept) && nw == nil
 		}
 		if err == nil {
 			printEpochs(stdout, sum.Epochs, p.Resource.Cache != "off")
