@@ -59,13 +59,13 @@ resources: {budget: 16MiB, pressure: off}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sum, err := Run(ctx, p, Hooks{
-		Ready:   func() error { return os.Remove(paths[7]) },
+		Ready: func() error { return os.Remove(paths[7]) },
 		Skipped: func(node string, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			named = append(named, node+": "+err.Error())
 		},
-		Reads:   reads, Decodes: decodes,
+		Reads: reads, Decodes: decodes,
 	})
 	if err != nil {
 		t.Fatal(err)
