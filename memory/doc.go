@@ -5,9 +5,10 @@
 // A graph takes the runtime once, flow.New(name, flow.WithRuntime(rt)), and
 // Graph.Run does the rest: the graph draws on the runtime's byte budget, its
 // sources take permits from the pressure gate and read into the runtime's read
-// buffers, the pressure monitor and the headroom sampler run exactly as long as
-// the graph, and every graph after the first is the next epoch (the previous
-// graph's garbage is collected and the registered read pool resized first).
+// buffers, the headroom sampler runs exactly as long as the graph, the pressure
+// monitor from the first graph until [Runtime.Close] (between epochs too), and
+// every graph after the first is the next epoch (the previous graph's garbage is
+// collected and the registered read pool resized first).
 //
 // # What it owns
 //

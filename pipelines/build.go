@@ -88,12 +88,9 @@ func (b *Build) Reads() source.ReadObserver { return b.run.hooks.Reads }
 func (b *Build) Decodes() decode.Observer { return b.run.hooks.Decodes }
 
 // Resume is where the source of this epoch starts: the file's start_at in
-// the run's first epoch, else 0.
+// the run's first epoch, what Hooks.Next asked for in a later one, else 0.
 func (b *Build) Resume() int64 {
-	if b.index == 0 {
-		return b.Pipeline.StartAt
-	}
-	return 0
+	return b.run.epochAt(b.index).start
 }
 
 // Plan records the source's share of this epoch, told to Hooks.Plan before
@@ -183,7 +180,7 @@ func build(g *flow.Graph, p *Pipeline, index int, rt *memory.Runtime, r *runStat
 	}
 	outs := map[string][]Stream{}
 	for _, c := range nodes {
-		b := &Build{Graph: g, Name: c.Name, Epoch: p.StartEpoch + index, Pipeline: p, Runtime: rt, index: index, source: c.Kind.Role == SourceRole, run: r}
+		b := &Build{Graph: g, Name: c.Name, Epoch: r.epochAt(index).number, Pipeline: p, Runtime: rt, index: index, source: c.Kind.Role == SourceRole, run: r}
 		var in Stream
 		if len(c.Inputs) > 0 {
 			ins := make([]Stream, len(c.Inputs))

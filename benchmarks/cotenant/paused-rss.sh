@@ -29,7 +29,10 @@ while [ $# -gt 0 ]; do
 done
 go build -o bin/psiflow ./cmd/psiflow
 go build -o bin/psiflow-imagefolder ./cmd/psiflow-imagefolder
-benchmarks/mixed-jpeg.sh "$data" 600 >/dev/null
+# A complete set already there (COTENANT_DATA, or the grids' 1000) is used as it is.
+n=600
+[ -f "$data/.complete" ] && n=$(cat "$data/.complete")
+benchmarks/mixed-jpeg.sh "$data" "$n" >/dev/null
 
 bytes=$(numfmt --from=iec "$limit")
 co_bytes=$(awk -v b="$bytes" -v s="$share" 'BEGIN { printf "%d", b * s }')

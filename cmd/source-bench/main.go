@@ -3,22 +3,17 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/psiflow/psiflow/source"
-	"golang.org/x/sys/unix"
 )
 
 var (
@@ -29,32 +24,11 @@ var (
 	bigMiB     = flag.Int("big", 1024, "size of the large file in MiB")
 	smallCount = flag.Int("small", 4000, "number of small files")
 	casesFlag  = flag.String("cases", "cached,direct,small,cache", "cases to run, comma-separated: cached, direct, small, cache")
+	onlyFlag   = flag.String("only", "", "run only the contenders whose name contains this text (empty: all; for profiling one reader)")
 )
 
 // want reports whether the case named name was asked for (-cases).
 func want(name string) bool { return slices.Contains(strings.Split(*casesFlag, ","), name) }
-
-type result struct {
-	name  string
-	bytes int64 // bytes read by the last run
-	gbps  []float64
-	cpuGB []float64 // CPU seconds per GB
-}
-
-func (r *result) add(bytes int64, wall, cpu time.Duration) {
-	r.bytes = bytes
-	gb := float64(bytes) / 1e9
-	r.gbps = append(r.gbps, gb/wall.Seconds())
-	r.cpuGB = append(r.cpuGB, cpu.Seconds()/gb)
-}
-
-func med(v []float64) (m, lo, hi float64) {
-	if len(v) == 0 {
-		return 0, 0, 0
-	}
-	s := slices.Sorted(slices.Values(v))
-	return s[len(s)/2], s[0], s[len(s)-1]
-}
 
 type contender struct {
 	name string
@@ -237,13 +211,11 @@ func cacheCase(big string, bigSize int64, smallPaths []string, smallBytes int64)
 	return nil
 }
 
-type caseReport struct {
-	name string
-	res  []*result
-}
-
 // rotate runs every contender once per round, rotating the order each round.
 func rotate(title string, cs []contender) ([]*result, error) {
+	if *onlyFlag != "" {
+		cs = slices.DeleteFunc(slices.Clone(cs), func(c contender) bool { return !strings.Contains(c.name, *onlyFlag) })
+	}
 	res := make([]*result, len(cs))
 	for i, c := range cs {
 		res[i] = &result{name: c.name}
@@ -267,238 +239,4 @@ func rotate(title string, cs []contender) ([]*result, error) {
 	}
 	fmt.Println()
 	return res, nil
-}
-
-func summarize(cases []caseReport) {
-	fmt.Println("## goals")
-	for _, c := range cases {
-		var bestFio, bestOurs *result
-		var bestFioV, bestOursV float64
-		for _, r := range c.res {
-			m, _, _ := med(r.gbps)
-			switch {
-			case strings.HasPrefix(r.name, "fio"):
-				if m > bestFioV {
-					bestFio, bestFioV = r, m
-				}
-			case strings.Contains(r.name, "io_uring"):
-				if m > bestOursV {
-					bestOurs, bestOursV = r, m
-				}
-			}
-		}
-		if bestOurs != nil && bestFio != nil {
-			ratio := bestOursV / bestFioV
-			fmt.Printf("%-20s throughput: best psiflow io_uring (%s) %.2f GB/s = %.2f× best fio (%s, %.2f GB/s): goal ≥ 0.9× %s\n",
-				c.name, bestOurs.name, bestOursV, ratio, bestFio.name, bestFioV, verdict(ratio >= 0.9))
-			// On a shared, CPU-bound machine throughput follows the CPU share a
-			// reader gets; bytes per CPU-second compare the work each one does.
-			uc, _, _ := med(bestOurs.cpuGB)
-			fc, _, _ := med(bestFio.cpuGB)
-			fmt.Printf("%-20s efficiency: %.1f GB per CPU-second vs %.1f for that fio engine (%.2f×)\n", c.name, 1/uc, 1/fc, fc/uc)
-		}
-		chainedGoal(c)
-		// CPU per GB: each io_uring contender against the pread one in the same mode.
-		for _, u := range c.res {
-			if strings.HasPrefix(u.name, "fio") || !strings.Contains(u.name, "io_uring") {
-				continue
-			}
-			direct := strings.Contains(u.name, "O_DIRECT")
-			for _, p := range c.res {
-				if strings.HasPrefix(p.name, "fio") || !strings.Contains(p.name, "pread") || strings.Contains(p.name, "O_DIRECT") != direct {
-					continue
-				}
-				uc, _, _ := med(u.cpuGB)
-				pc, _, _ := med(p.cpuGB)
-				fmt.Printf("%-20s CPU: %s %.3f s/GB vs %s %.3f s/GB: goal below pread %s\n", c.name, u.name, uc, p.name, pc, verdict(uc < pc))
-			}
-		}
-	}
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "MET"
-	}
-	return "NOT MET"
-}
-
-func cpuNow(who int) time.Duration {
-	var ru unix.Rusage
-	_ = unix.Getrusage(who, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// readRange reads [0,size) of path loops times with workers readers, each
-// reading a disjoint share in bs requests with qd in flight. Setup (pool,
-// rings, buffer registration, open) is done before the clock starts.
-func readRange(path string, size int64, backend source.Backend, workers, qd, bs int, direct bool, loops int) (int64, time.Duration, time.Duration, error) {
-	pool, err := source.NewPool(workers*qd, bs)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer pool.Close()
-	share := (size/int64(workers) + int64(bs) - 1) / int64(bs) * int64(bs)
-	var ready, done sync.WaitGroup
-	start := make(chan struct{})
-	errs := make([]error, workers)
-	bytes := make([]int64, workers)
-	for w := range workers {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			bytes[w], errs[w] = readShare(path, backend, pool, qd, bs, direct, int64(w)*share, min(size, int64(w+1)*share), loops, ready.Done, start)
-		}()
-	}
-	ready.Wait()
-	cpu0, t0 := cpuNow(unix.RUSAGE_SELF), time.Now()
-	close(start)
-	done.Wait()
-	wall, cpu := time.Since(t0), cpuNow(unix.RUSAGE_SELF)-cpu0
-	var total int64
-	for _, b := range bytes {
-		total += b
-	}
-	return total, wall, cpu, errors.Join(errs...)
-}
-
-func readShare(path string, backend source.Backend, pool *source.Pool, qd, bs int, direct bool, from, to int64, loops int, ready func(), start <-chan struct{}) (int64, error) {
-	runtime.LockOSThread() // one ring per thread: cached reads complete inline on this core
-	defer runtime.UnlockOSThread()
-	var once sync.Once
-	defer once.Do(ready)
-	r, err := source.NewReader(source.ReaderOptions{Backend: backend, QueueDepth: qd, Buffers: pool, Direct: direct})
-	if err != nil {
-		return 0, err
-	}
-	defer r.Close()
-	f, err := r.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	ctx := context.Background()
-	bufs := make([]source.Buffer, 0, qd)
-	for range qd {
-		b, err := pool.Alloc(ctx, bs)
-		if err != nil {
-			return 0, err
-		}
-		clear(b.Bytes()) // fault the buffer in before the clock starts
-		bufs = append(bufs, b)
-	}
-	defer func() {
-		for _, b := range bufs {
-			b.Release()
-		}
-	}()
-	once.Do(ready)
-	<-start
-	out := make([]source.Completion, qd)
-	var total int64
-	for range loops {
-		off := from
-		free := slices.Clone(bufs)
-		for off < to || r.InFlight() > 0 {
-			for off < to && len(free) > 0 {
-				b := free[len(free)-1]
-				free = free[:len(free)-1]
-				n := int(min(int64(bs), to-off))
-				if err := r.Submit(source.Request{File: f, Off: off, Buf: b.Bytes()[:n], Tag: b}); err != nil {
-					return total, err
-				}
-				off += int64(n)
-			}
-			n, err := r.Reap(ctx, out, 1)
-			if err != nil {
-				return total, err
-			}
-			for _, c := range out[:n] {
-				if c.Err != nil {
-					return total, c.Err
-				}
-				total += int64(c.N)
-				free = append(free, c.Tag.(source.Buffer))
-			}
-		}
-	}
-	return total, nil
-}
-
-// readFiles reads every file once through the Files dataset. With io_uring
-// and separate false it fails unless every file was chained (open, read,
-// close in one submission), so the figure is that path's.
-func readFiles(paths []string, backend source.Backend, workers, qd int, direct, dropCache, separate bool) (total int64, wall, cpu time.Duration, err error) {
-	cpu0, t0 := cpuNow(unix.RUSAGE_SELF), time.Now()
-	it, err := source.NewFiles(paths).Samples(source.Options{WorldSize: 1, Workers: workers,
-		Reader: source.ReaderOptions{Backend: backend, QueueDepth: qd, Direct: direct, DropCache: dropCache, SeparateCalls: separate}})
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer it.Close()
-	for {
-		s, err := it.Next(context.Background())
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return total, 0, 0, err
-		}
-		total += s.Len()
-		s.Release()
-	}
-	wall, cpu = time.Since(t0), cpuNow(unix.RUSAGE_SELF)-cpu0
-	if rp := it.(source.ReadPathReporter).ReadPaths(); backend == source.BackendURing && !separate && !dropCache && rp.Chained != int64(len(paths)) {
-		return total, 0, 0, fmt.Errorf("read paths %+v: not every file was chained", rp)
-	}
-	return total, wall, cpu, nil
-}
-
-// chainedGoal prints, for the small-file case, the per-round ratios of the
-// chained io_uring contender against the best fio engine of the same round
-// (throughput, goal ≥ 1.0×) and against the pread contender of the same mode
-// (CPU per GB, goal ≤ 0.7×), buffered and O_DIRECT.
-func chainedGoal(c caseReport) {
-	for _, mode := range []string{"", " O_DIRECT"} {
-		var chained, pread *result
-		var fios []*result
-		for _, r := range c.res {
-			if strings.HasSuffix(r.name, "O_DIRECT") != (mode != "") {
-				continue
-			}
-			switch {
-			case strings.Contains(r.name, "io_uring chained"):
-				chained = r
-			case strings.Contains(r.name, "pread") && !strings.HasPrefix(r.name, "fio"):
-				pread = r
-			case strings.HasPrefix(r.name, "fio"):
-				fios = append(fios, r)
-			}
-		}
-		if chained == nil || pread == nil {
-			continue
-		}
-		var tput, cpu []float64
-		for i := range chained.gbps {
-			cpu = append(cpu, chained.cpuGB[i]/pread.cpuGB[i])
-			best := 0.0
-			for _, f := range fios {
-				best = max(best, f.gbps[i])
-			}
-			if best > 0 {
-				tput = append(tput, chained.gbps[i]/best)
-			}
-		}
-		name := "buffered"
-		if mode != "" {
-			name = "O_DIRECT"
-		}
-		if len(tput) > 0 {
-			m, lo, hi := med(tput)
-			fmt.Printf("%-20s chained %s: throughput ÷ best fio of the same round %.2f× [%.2f–%.2f]: goal ≥ 1.0× %s\n", c.name, name, m, lo, hi, verdict(m >= 1))
-		}
-		m, lo, hi := med(cpu)
-		fmt.Printf("%-20s chained %s: CPU per GB ÷ pread's of the same round %.2f× [%.2f–%.2f]: goal ≤ 0.7× %s\n", c.name, name, m, lo, hi, verdict(m <= 0.7))
-	}
 }

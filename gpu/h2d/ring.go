@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/psiflow/psiflow/gpu"
 	"github.com/psiflow/psiflow/uma"
 )
@@ -250,20 +247,6 @@ func (r *Ring) Err() error {
 	return r.err
 }
 
-// Slot is one staging slot holding a batch, from [Ring.Acquire] until
-// [Slot.Finish] (or Release, which the graph calls).
-type Slot struct {
-	r    *Ring
-	s    *slotState
-	n    int64
-	tx   *uma.Transfer
-	ev   gpu.Event
-	done atomic.Bool // the copy is known complete: later waits make no driver call
-	// finished is set once the slot went back to the ring (Finish or Release).
-	finished atomic.Bool
-	once     sync.Once
-}
-
 // Acquire takes a free slot, waiting while every slot holds a batch, until
 // ctx ends. A registered slot is taken first; otherwise a slot is
 // registered now (with UMA, then the device): once per slot, not per batch,
@@ -357,112 +340,6 @@ func (r *Ring) wakeLocked() {
 		close(r.wake)
 		r.wake = nil
 	}
-}
-
-// Bytes is the whole slot, to collate a batch into; it stays valid until
-// Finish. The slot is registered with the device.
-func (s *Slot) Bytes() []byte {
-	return s.s.reg.Bytes()
-}
-
-// Index is the slot's index in the ring.
-func (s *Slot) Index() int { return s.s.i }
-
-// Copy copies the first n bytes of the slot to a device buffer: it takes a
-// buffer from the pool (allocating one under the quota, waiting while the
-// quota is full), locks the slot for the transfer in UMA (LOCKED_TX),
-// enqueues the asynchronous copy on the next stream and records an event
-// after it. It returns at once; the copy is complete when Wait returns.
-func (s *Slot) Copy(ctx context.Context, n int64) (gpu.Ptr, error) {
-	r := s.r
-	if n <= 0 || n > r.slot {
-		return 0, fmt.Errorf("gpu staging ring %q: copy of %d bytes from a slot of %d", r.cfg.Name, n, r.slot)
-	}
-	if s.tx != nil {
-		return 0, fmt.Errorf("gpu staging ring %q: slot %d is already being copied", r.cfg.Name, s.s.i)
-	}
-	buf, err := r.getBuffer(ctx)
-	if err != nil {
-		return 0, err
-	}
-	ev, err := r.getEvent()
-	if err != nil {
-		r.PutBuffer(buf)
-		return 0, err
-	}
-	tx, err := r.arena.BeginTransfer(ctx, s.s.off, n)
-	if err != nil {
-		r.putEvent(ev)
-		r.PutBuffer(buf)
-		return 0, fmt.Errorf("gpu staging ring %q: slot %d: %w", r.cfg.Name, s.s.i, err)
-	}
-	r.mu.Lock()
-	st := r.streams[r.next%len(r.streams)]
-	r.next++
-	r.mu.Unlock()
-	if err := st.CopyToDevice(buf, tx.Bytes()); err != nil {
-		tx.Done(false)
-		r.putEvent(ev)
-		r.PutBuffer(buf)
-		return 0, err
-	}
-	if err := st.Record(ev); err != nil {
-		// The copy is enqueued but cannot be waited for: wait for the stream.
-		_ = st.Synchronize(context.Background())
-		tx.Done(false)
-		r.putEvent(ev)
-		r.PutBuffer(buf)
-		return 0, err
-	}
-	s.tx, s.ev, s.n = tx, ev, n
-	r.mu.Lock()
-	r.stats.Copies++
-	r.stats.CopyBytes += n
-	r.mu.Unlock()
-	return buf, nil
-}
-
-// Wait returns when the slot's copy has completed (at once if none was made).
-// Once a wait succeeded, later ones make no driver call.
-func (s *Slot) Wait(ctx context.Context) error {
-	if s.ev == nil || s.done.Load() {
-		return nil
-	}
-	if err := s.ev.Wait(ctx); err != nil {
-		return err
-	}
-	s.done.Store(true)
-	return nil
-}
-
-// Finish waits for the copy, ends the transfer (the slot's chunk becomes
-// COPIED_GPU), and returns the slot to the ring: still registered while the
-// ring needs it (KeepRegistered, or the recent peak of slots in use), else
-// per AfterCopy (unregistered from the device and the ledger, then
-// PREEMPTIBLE or EVICTED). A second Finish
-// does nothing. If ctx ends first, it returns ctx's error and the slot stays
-// out until Release.
-func (s *Slot) Finish(ctx context.Context) error {
-	if err := s.Wait(ctx); err != nil {
-		return err
-	}
-	var err error
-	s.once.Do(func() { err = s.r.finish(s, true) })
-	return err
-}
-
-// Release finishes the slot if nothing did (waiting for a pending copy
-// first, so that the slot is never reused under a DMA); a failure is kept
-// for [Ring.Err]. The graph calls it; it makes a Slot a stage.Releaser.
-func (s *Slot) Release() {
-	if err := s.Wait(context.Background()); err != nil {
-		s.r.fail(err)
-	}
-	s.once.Do(func() {
-		if err := s.r.finish(s, s.tx != nil); err != nil {
-			s.r.fail(err)
-		}
-	})
 }
 
 func (r *Ring) finish(s *Slot, copied bool) error {
@@ -566,110 +443,6 @@ func (r *Ring) Shed() (int64, error) {
 	return n, nil
 }
 
-func (r *Ring) getEvent() (gpu.Event, error) {
-	r.mu.Lock()
-	if n := len(r.events); n > 0 {
-		e := r.events[n-1]
-		r.events = r.events[:n-1]
-		r.mu.Unlock()
-		return e, nil
-	}
-	r.mu.Unlock()
-	e, err := r.cfg.Device.NewEvent()
-	if err != nil {
-		return nil, fmt.Errorf("gpu staging ring %q: %w", r.cfg.Name, err)
-	}
-	return e, nil
-}
-
-func (r *Ring) putEvent(e gpu.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-// getBuffer takes a free device buffer of one slot, or allocates one if the
-// quota allows; otherwise it waits for a buffer to come back (counted as a
-// quota wait).
-func (r *Ring) getBuffer(ctx context.Context) (gpu.Ptr, error) {
-	var start time.Time
-	for {
-		r.mu.Lock()
-		if n := len(r.bufs); n > 0 {
-			p := r.bufs[n-1]
-			r.bufs = r.bufs[:n-1]
-			r.mu.Unlock()
-			r.quota.waited(start)
-			return p, nil
-		}
-		if r.quota.TryAcquire(r.slot) {
-			r.mu.Unlock()
-			r.quota.waited(start)
-			p, err := r.cfg.Device.Alloc(ctx, r.slot)
-			if err != nil {
-				r.quota.Release(r.slot)
-				return 0, fmt.Errorf("gpu staging ring %q: %w", r.cfg.Name, err)
-			}
-			r.mu.Lock()
-			r.nbufs++
-			r.mu.Unlock()
-			return p, nil
-		}
-		if r.bufWake == nil {
-			r.bufWake = make(chan struct{})
-		}
-		w := r.bufWake
-		r.mu.Unlock()
-		if start.IsZero() {
-			start = time.Now()
-			r.quota.waiting()
-		}
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return 0, fmt.Errorf("gpu staging ring %q: waiting for device memory (quota %d bytes, all %d buffers hold batches): %w",
-				r.cfg.Name, r.quota.Limit(), r.nbufsNow(), ctx.Err())
-		}
-	}
-}
-
-func (r *Ring) nbufsNow() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.nbufs
-}
-
-// PutBuffer returns a device buffer from Copy once the batch in it is no
-// longer needed.
-func (r *Ring) PutBuffer(p gpu.Ptr) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.bufs = append(r.bufs, p)
-	if r.bufWake != nil {
-		close(r.bufWake)
-		r.bufWake = nil
-	}
-}
-
-func (r *Ring) closeDevice() error {
-	var errs []error
-	for _, s := range r.streams {
-		errs = append(errs, s.Close())
-	}
-	r.streams = nil
-	for _, e := range r.events {
-		errs = append(errs, e.Close())
-	}
-	r.events = nil
-	for _, p := range r.bufs {
-		errs = append(errs, r.cfg.Device.Free(p))
-		r.quota.Release(r.slot)
-	}
-	r.nbufs -= len(r.bufs)
-	r.bufs = nil
-	return errors.Join(errs...)
-}
-
 // Close unregisters every slot, frees the device buffers, closes the streams
 // and events and unmaps the arena. Every slot and device buffer must have
 // come back (the graph that used the ring has ended).
@@ -706,35 +479,4 @@ func (r *Ring) Close() error {
 		return fmt.Errorf("gpu staging ring %q: close: %w", r.cfg.Name, err)
 	}
 	return bg
-}
-
-var (
-	descSlots = prometheus.NewDesc("psiflow_gpu_staging_slots", "Staging ring slots: state=in_use, registered (with the device) or total.", []string{"state"}, nil)
-	descRegs  = prometheus.NewDesc("psiflow_gpu_staging_registrations_total", "Device registrations of staging slots (not per batch: once per slot while the ring streams).", nil, nil)
-	descGone  = prometheus.NewDesc("psiflow_gpu_staging_released_total", "Staging slots given back after their copy: how=preemptible or evicted.", []string{"how"}, nil)
-	descCopy  = prometheus.NewDesc("psiflow_gpu_copies_total", "Host-to-device copies.", nil, nil)
-	descBytes = prometheus.NewDesc("psiflow_gpu_copy_bytes_total", "Bytes copied host to device.", nil, nil)
-)
-
-// Describe implements prometheus.Collector (with the quota's metrics).
-func (r *Ring) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSlots, descRegs, descGone, descCopy, descBytes} {
-		ch <- d
-	}
-	r.quota.Describe(ch)
-}
-
-// Collect implements prometheus.Collector.
-func (r *Ring) Collect(ch chan<- prometheus.Metric) {
-	s := r.Stats()
-	g, c := prometheus.GaugeValue, prometheus.CounterValue
-	ch <- prometheus.MustNewConstMetric(descSlots, g, float64(s.InUse), "in_use")
-	ch <- prometheus.MustNewConstMetric(descSlots, g, float64(s.Registered), "registered")
-	ch <- prometheus.MustNewConstMetric(descSlots, g, float64(s.Slots), "total")
-	ch <- prometheus.MustNewConstMetric(descRegs, c, float64(s.Registrations))
-	ch <- prometheus.MustNewConstMetric(descGone, c, float64(s.Marked), "preemptible")
-	ch <- prometheus.MustNewConstMetric(descGone, c, float64(s.Evicted), "evicted")
-	ch <- prometheus.MustNewConstMetric(descCopy, c, float64(s.Copies))
-	ch <- prometheus.MustNewConstMetric(descBytes, c, float64(s.CopyBytes))
-	r.quota.Collect(ch)
 }

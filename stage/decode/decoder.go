@@ -1,10 +1,8 @@
 package decode
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/psiflow/psiflow/stage/decode/turbojpeg"
@@ -171,10 +169,6 @@ func NewDecoder(opts Options) (*Decoder, error) {
 	return d, nil
 }
 
-func less(a, b turbojpeg.ScalingFactor) bool {
-	return int64(a.Num)*int64(b.Denom) < int64(b.Num)*int64(a.Denom)
-}
-
 // Backend returns the JPEG decoder in use: "turbojpeg" or "stdlib".
 func (d *Decoder) Backend() string {
 	if d.lib != nil {
@@ -252,20 +246,6 @@ func (d *Decoder) put(w *jpegWorker) {
 	d.free = append(d.free, w)
 	d.mu.Unlock()
 }
-
-// Format identifies an encoded sample by its first bytes: "jpeg", "png" or
-// "unknown".
-func Format(data []byte) string {
-	switch {
-	case len(data) >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF:
-		return "jpeg"
-	case len(data) >= 8 && bytes.Equal(data[:8], pngMagic):
-		return "png"
-	}
-	return "unknown"
-}
-
-var pngMagic = []byte("\x89PNG\r\n\x1a\n")
 
 // Decode decodes the JPEG or PNG in data into dst as RGB. name identifies the
 // sample in errors. minShort is the shorter side the caller will resize to
@@ -387,49 +367,6 @@ func (d *Decoder) inspect(f string, data []byte, pick func(w, h int) turbojpeg.S
 	return Info{}, fmt.Errorf("unrecognised data (first bytes % x)", data[:n])
 }
 
-// Scale returns the DCT scaling factor Decode would use for a JPEG of w×h
-// and the given target shorter side, as num/denom (1/1 when none).
-func (d *Decoder) Scale(w, h, minShort int) (num, denom int) {
-	f := d.pickScale(w, h, minShort)
-	return int(f.Num), int(f.Denom)
-}
-
-// reducedScale is the DCT scale of reduced-size decoding for a region of
-// w×h source pixels that the transform resizes to needW×needH next: when
-// the next size is at most half the region in both directions, the
-// smallest factor whose scaled region still holds at least needW×needH
-// (exact scaled sizes: w × num / denom, not rounded up), else 1/1.
-func (d *Decoder) reducedScale(w, h, needW, needH int) turbojpeg.ScalingFactor {
-	if d.opts.NoDCTScaling || d.lib == nil || 2*needW > w || 2*needH > h {
-		return one
-	}
-	for _, f := range d.factors { // smallest first
-		if int64(w)*int64(f.Num) >= int64(needW)*int64(f.Denom) && int64(h)*int64(f.Num) >= int64(needH)*int64(f.Denom) {
-			return f
-		}
-	}
-	return one
-}
-
-func (d *Decoder) pickScale(w, h, minShort int) turbojpeg.ScalingFactor {
-	one := turbojpeg.ScalingFactor{Num: 1, Denom: 1}
-	if d.opts.NoDCTScaling || minShort <= 0 || d.lib == nil {
-		return one
-	}
-	m := d.opts.DCTScaleMargin
-	if m <= 0 {
-		m = 2
-	}
-	need := int(math.Ceil(float64(minShort) * m))
-	short := min(w, h)
-	for _, f := range d.factors { // smallest first
-		if f.Scale(short) >= need {
-			return f
-		}
-	}
-	return one
-}
-
 func (d *Decoder) decodeTurbo(dst *Image, data []byte, f turbojpeg.ScalingFactor, info Info) error {
 	w, err := d.get()
 	if err != nil {
@@ -521,63 +458,4 @@ func (d *Decoder) decodeRegion(dst *Image, data []byte, name string, info Info, 
 	dst.W, dst.H, dst.C = reg.W, reg.H, 3
 	dst.SrcW, dst.SrcH = hdr.Width, hdr.Height
 	return reg, true, nil
-}
-
-// cmykToRGB converts packed CMYK to RGB the way Pillow does (Convert.c
-// cmyk2rgb). inverted says the stored values are Adobe-inverted (an APP14
-// "Adobe" segment is present), as libjpeg returns them.
-func cmykToRGB(dst, src []byte, inverted bool) {
-	n := len(src) / 4
-	dst = dst[:n*3]
-	src = src[:n*4]
-	for i := 0; i < n; i++ {
-		c, m, y, k := int(src[4*i]), int(src[4*i+1]), int(src[4*i+2]), int(src[4*i+3])
-		if inverted {
-			c, m, y, k = 255-c, 255-m, 255-y, 255-k
-		}
-		nk := 255 - k
-		dst[3*i] = clip8(nk - muldiv255(c, nk))
-		dst[3*i+1] = clip8(nk - muldiv255(m, nk))
-		dst[3*i+2] = clip8(nk - muldiv255(y, nk))
-	}
-}
-
-func muldiv255(a, b int) int {
-	t := a*b + 128
-	return ((t >> 8) + t) >> 8
-}
-
-func clip8(v int) uint8 {
-	if v < 0 {
-		return 0
-	}
-	if v > 255 {
-		return 255
-	}
-	return uint8(v)
-}
-
-// hasAdobeMarker reports whether the JPEG has an APP14 "Adobe" segment
-// before its first scan.
-func hasAdobeMarker(data []byte) bool {
-	i := 2
-	for i+4 <= len(data) {
-		if data[i] != 0xFF {
-			return false
-		}
-		marker := data[i+1]
-		if marker == 0xFF { // fill byte
-			i++
-			continue
-		}
-		if marker == 0xDA || marker == 0xD9 { // SOS, EOI
-			return false
-		}
-		n := int(data[i+2])<<8 | int(data[i+3])
-		if marker == 0xEE && n >= 7 && i+4+5 <= len(data) && string(data[i+4:i+9]) == "Adobe" {
-			return true
-		}
-		i += 2 + n
-	}
-	return false
 }

@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -284,3 +285,17 @@ func (p pngHeader) channels() int {
 	}
 	return 4
 }
+
+// Format identifies an encoded sample by its first bytes: "jpeg", "png" or
+// "unknown".
+func Format(data []byte) string {
+	switch {
+	case len(data) >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF:
+		return "jpeg"
+	case len(data) >= 8 && bytes.Equal(data[:8], pngMagic):
+		return "png"
+	}
+	return "unknown"
+}
+
+var pngMagic = []byte("\x89PNG\r\n\x1a\n")
