@@ -378,6 +378,10 @@ class TestPipelineFile(unittest.TestCase):
         with self.assertRaisesRegex(psiflow.PsiflowError, "stages.9.size"):  # psiflow run's own message
             list(psiflow.DataLoader(pipeline=f, set={"source.dir": DATA, "stages.9.size": 2}, psiflow_bin=BIN,
                                     tensors="numpy"))
-        with self.assertRaisesRegex(psiflow.PsiflowError, "discard"):  # the file must end in a torch sink
+        # The file must end in a torch sink: psiflow run refuses it at once. The
+        # default start_timeout (60 s), not 10 s: on a loaded machine the refusal
+        # must not lose a race with the client's deadline (a run that waited
+        # instead would still fail here, with "no psiflow sink", not "discard").
+        with self.assertRaisesRegex(psiflow.PsiflowError, "discard"):
             list(psiflow.DataLoader(pipeline=self.file("discard"), set={"source.dir": DATA}, psiflow_bin=BIN,
-                                    tensors="numpy", start_timeout=10))
+                                    tensors="numpy"))
