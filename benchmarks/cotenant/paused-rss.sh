@@ -54,6 +54,9 @@ elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
 else
   echo "paused-rss.sh: no memory cgroup controller here" >&2; exit 1
 fi
+# alive PID: the process runs (a killed child not yet waited for is a zombie, which
+# kill -0 still finds).
+alive() { local st; st=$(awk '$1 == "State:" { print $2 }' "/proc/$1/status" 2>/dev/null); [ -n "$st" ] && [ "$st" != Z ]; }
 g=
 cleanup() {
   if [ -n "$g" ] && [ -d "$g" ]; then
@@ -77,7 +80,7 @@ for r in $(seq 1 "$rounds"); do
   sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$g" \
     "$bin/psiflow" cotenant -bytes "$co_bytes" -ramp 2s <&"$co_in" >/dev/null &
   co=$!
-  for _ in $(seq 1 300); do grep -q 'paused:' "$log" && break; kill -0 "$loader" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 1 300); do grep -q 'paused:' "$log" && break; alive "$loader" || break; sleep 0.1; done
   samples=$(mktemp)
   if grep -q 'paused:' "$log"; then
     state="paused"
@@ -94,7 +97,7 @@ for r in $(seq 1 "$rounds"); do
     state="not paused in 30 s"
   fi
   n=$(wc -l < "$samples")
-  if ! kill -0 "$loader" 2>/dev/null; then
+  if ! alive "$loader"; then
     printf 'round %d: the loader was killed (%s; %d samples; OOM kills in the group: %s); last sample: VmRSS %s kB, RssAnon %s kB, RssFile %s kB, VmPin %s kB, VmLck %s kB\n' \
       "$r" "$state" "$n" "$(awk '$1 == "oom_kill" { print $2 }' "$g/memory.oom_control" 2>/dev/null || echo ?)" \
       $(tail -n 1 "$samples" 2>/dev/null | grep . || echo "? ? ? ? ?")
