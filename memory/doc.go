@@ -24,7 +24,8 @@
 //     pool that pressure switches reads to and that is given back
 //     (MADV_DONTNEED) at Critical and while the loader holds more than its
 //     allowance; the registered pool is re-registered smaller at the next epoch
-//     after pressure.
+//     after pressure, and revoked at a pause's start ([ReadBuffers.Revoke]: the
+//     readers unregister it once their reads in flight are done).
 //   - The decode-worker limit ([Workers], [Narrow]): narrowed at Some and Full
 //     and while the loader holds more than its allowance, restored after.
 //   - Below its floor the run stops with a [*BelowFloorError] ([StopBelowFloor]).

@@ -407,6 +407,13 @@ func (r *Runtime) nextEpoch() error {
 	if err != nil {
 		return err
 	}
+	if r.Paused() {
+		// A pause that outlasts the epoch: the new pool is not registered
+		// either, and the readers of the next epoch read without it.
+		r.applyMu.Lock()
+		r.revokeReadPoolLocked()
+		r.applyMu.Unlock()
+	}
 	if d > 0 {
 		r.m.ran(ActionReadBuffers, d)
 		r.info("read buffers: %s registered after pressure (%s unregistered)", bytesize.Human(r.rb.Registered()), bytesize.Human(d))

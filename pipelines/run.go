@@ -97,7 +97,11 @@ type Hooks struct {
 	OnPause func(pause.Event)
 	// Skipped receives every input a node skipped as bad (a tar shard's rest, a
 	// member, an image under decode's on_error: skip), named by err; without it
-	// the skips are only counted (Summary.Skipped, psiflow_stage_skipped_total).
+	// the skips are only counted (Summary.Skipped, ReadSkipped and
+	// DecodeSkipped; psiflow_stage_skipped_total). A Reads or Decodes observer
+	// that is also a [SkipObserver] is told of each skip of a source (Reads) or
+	// of a stage (Decodes): package metrics counts them in
+	// psiflow_read_skipped_total and psiflow_decode_skipped_total.
 	Skipped func(node string, err error)
 	// Progress, when not nil, is called about every Interval from a goroutine
 	// that ends before Run returns.
@@ -206,6 +210,11 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (sum progress.Summary, e
 		for _, st := range r.sum.Stages {
 			r.sum.Skipped += st.Skipped
 			r.epochSkipped += st.Skipped
+			if st.Kind == "source" {
+				r.sum.ReadSkipped += st.Skipped
+			} else {
+				r.sum.DecodeSkipped += st.Skipped
+			}
 		}
 		r.mu.Unlock()
 		return err
