@@ -65,7 +65,7 @@ type Config struct {
 	// Mode is Elastic (the default) or Fixed.
 	Mode Mode
 	// Pressure gates the sources on the cgroup's memory pressure: the pressure
-	// gate, driven by a monitor while each graph runs.
+	// gate, driven by a monitor from the first graph until Runtime.Close.
 	Pressure bool
 	// Floor is the loader's smallest working set that still makes progress, and
 	// BudgetFloor the part of it in the byte budget (Elastic; see

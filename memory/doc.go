@@ -5,9 +5,10 @@
 // A graph takes the runtime once, flow.New(name, flow.WithRuntime(rt)), and
 // Graph.Run does the rest: the graph draws on the runtime's byte budget, its
 // sources take permits from the pressure gate and read into the runtime's read
-// buffers, the pressure monitor and the headroom sampler run exactly as long as
-// the graph, and every graph after the first is the next epoch (the previous
-// graph's garbage is collected and the registered read pool resized first).
+// buffers, the headroom sampler runs exactly as long as the graph, the pressure
+// monitor from the first graph until [Runtime.Close] (between epochs too), and
+// every graph after the first is the next epoch (the previous graph's garbage is
+// collected and the registered read pool resized first).
 //
 // # What it owns
 //
@@ -23,7 +24,8 @@
 //     pool that pressure switches reads to and that is given back
 //     (MADV_DONTNEED) at Critical and while the loader holds more than its
 //     allowance; the registered pool is re-registered smaller at the next epoch
-//     after pressure.
+//     after pressure, and revoked at a pause's start ([ReadBuffers.Revoke]: the
+//     readers unregister it once their reads in flight are done).
 //   - The decode-worker limit ([Workers], [Narrow]): narrowed at Some and Full
 //     and while the loader holds more than its allowance, restored after.
 //   - Below its floor the run stops with a [*BelowFloorError] ([StopBelowFloor]).

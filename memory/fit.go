@@ -100,9 +100,11 @@ const (
 	// PauseBelowFloor (the default) pauses the loader while the memory the cgroup
 	// leaves it now is below its floor: no new reads (those in flight finish and
 	// are delivered, so nothing is delivered twice or skipped), the budget at its
-	// floor, one decode worker, and what it holds beyond that given back (the spill
-	// pool's free chunks, the Go heap, the shed actions, the program text it does
-	// not run while paused). It resumes once the cgroup leaves it its floor plus a
+	// floor, one decode worker, and what it holds beyond that given back from the
+	// pause's start (the registered read pool, revoked and unregistered by the
+	// readers once their reads in flight are done; the spill pool's free chunks; the
+	// Go heap and the C heap; the shed actions; the program text, unlocked until
+	// the resume). It resumes once the cgroup leaves it its floor plus a
 	// hysteresis (package pause); its consumer sees a delay, not an error. A pause
 	// longer than Config.PauseTimeout ends the run with a [*BelowFloorError].
 	PauseBelowFloor FloorPolicy = "pause"

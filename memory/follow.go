@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/psiflow/psiflow/internal/cheap"
 	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pressure"
 )
@@ -129,10 +130,26 @@ func (r *Runtime) shedUMA(context.Context) error {
 	return err
 }
 
-// shedHeap returns the Go heap's free memory to the kernel (Critical).
+// shedHeap returns the Go heap's and the C heap's free memory to the kernel
+// (Critical).
 func (r *Runtime) shedHeap(context.Context) error {
 	r.freeHeap()
+	r.trimCHeap()
 	return nil
+}
+
+// trimCHeap gives the C heap's free pages back ([cheap.Trim]) and counts it under
+// ActionCHeap with what left the anonymous resident set meanwhile. It does
+// nothing where the process has no malloc_trim (not glibc).
+func (r *Runtime) trimCHeap() {
+	if cheap.Available() != nil {
+		return
+	}
+	before := residentAnon()
+	if _, err := cheap.Trim(); err != nil {
+		return
+	}
+	r.m.ran(ActionCHeap, max(0, before-residentAnon()))
 }
 
 // freeHeap runs debug.FreeOSMemory and counts it under ActionGoHeap with the bytes

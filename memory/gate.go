@@ -32,7 +32,10 @@ type GateConfig struct {
 }
 
 // throttle is the pressure gate of a runtime's graphs and the monitor that drives
-// it while a graph runs.
+// it. The monitor is opened by the first graph and runs until the runtime closes,
+// between graphs too: a pipeline's epochs are graphs of their own, and opening and
+// closing the sources for each cost every epoch ≈ 24 ms of wall time on the
+// project's machine (closing each PSI trigger waits for an RCU grace period).
 type throttle struct {
 	cfg     GateConfig
 	onLevel func(from, to pressure.Level, at time.Time)
@@ -42,6 +45,23 @@ type throttle struct {
 
 	// mu serialises monitors: the model is driven by one goroutine at a time.
 	mu sync.Mutex
+
+	monMu  sync.Mutex
+	mon    *monitorRun // nil until the first graph, and after close
+	closed bool
+}
+
+// monitorRun is the monitor of a throttle: its sources and the goroutine that
+// drives the gate from them.
+type monitorRun struct {
+	desc string             // the sources, for errors
+	stop context.CancelFunc // ends the sources, then the goroutine
+	done chan struct{}      // closed once the goroutine and the sources have ended
+
+	mu     sync.Mutex
+	failed error                   // why the sources failed; nil while they run
+	graph  context.CancelCauseFunc // the running graph's; nil between graphs
+	name   string                  // the running graph's name
 }
 
 // newThrottle returns a throttle at LevelNormal with every permit available,
@@ -79,40 +99,93 @@ func (t *throttle) watch(ctx context.Context, src pressure.Source) error {
 // a gate without a signal could stay closed forever.
 var ErrSourceFailed = errors.New("pressure source failed")
 
-// supervise opens the pressure sources ([pressure.Open] with GateConfig.Open), then
-// calls run and the monitor together. It returns once run has returned and the
-// monitor and its sources have stopped: run's error, or, if the pressure source
-// failed first, an error wrapping ErrSourceFailed (run's context is cancelled then).
+// supervise runs run under the monitor, which the first graph opens
+// ([pressure.Open] with GateConfig.Open) and which runs on until [throttle.close].
+// It returns run's error, or, if the pressure source failed first, an error
+// wrapping ErrSourceFailed (run's context is cancelled then); a graph that starts
+// after the source failed does not run.
 func (t *throttle) supervise(ctx context.Context, name string, run func(context.Context) error) error {
-	mctx, stopMonitor := context.WithCancel(ctx)
-	defer stopMonitor()
-	opened, err := pressure.Open(mctx, t.cfg.Open)
+	m, err := t.monitor(ctx)
 	if err != nil {
 		return fmt.Errorf("pressure gate of graph %s: %w", name, err)
 	}
 	gctx, cancelGraph := context.WithCancelCause(ctx)
 	defer cancelGraph(nil)
-	monitorErr := make(chan error, 1)
+	m.mu.Lock()
+	if m.failed != nil {
+		m.mu.Unlock()
+		return m.failure(name)
+	}
+	m.graph, m.name = cancelGraph, name
+	m.mu.Unlock()
+	gerr := run(gctx)
+	m.mu.Lock()
+	m.graph, m.name = nil, ""
+	failed := m.failed != nil
+	m.mu.Unlock()
+	if failed {
+		return m.failure(name)
+	}
+	return gerr
+}
+
+// failure is the error of graph name after the sources failed; m.failed is set.
+func (m *monitorRun) failure(name string) error {
+	return fmt.Errorf("pressure gate of graph %s: %w: %s: %w", name, ErrSourceFailed, m.desc, m.failed)
+}
+
+// monitor returns the running monitor, opening its sources first if no graph has
+// yet. ctx is the first graph's: the sources are opened under it but live on until
+// close.
+func (t *throttle) monitor(ctx context.Context) (*monitorRun, error) {
+	t.monMu.Lock()
+	defer t.monMu.Unlock()
+	if t.closed {
+		return nil, errors.New("the runtime is closed")
+	}
+	if t.mon != nil {
+		return t.mon, nil
+	}
+	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	opened, err := pressure.Open(mctx, t.cfg.Open)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	m := &monitorRun{desc: opened.Source.Describe(), stop: stop, done: make(chan struct{})}
 	go func() {
+		defer close(m.done)
 		// The monitor keeps an OS thread of its own: under reclaim it competes only
 		// for a CPU, not for a thread the graph's goroutines hold.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		err := t.watch(mctx, opened.Source)
-		if err != nil {
-			err = fmt.Errorf("pressure gate of graph %s: %w: %s: %w", name, ErrSourceFailed, opened.Source.Describe(), err)
-			cancelGraph(err)
+		for range opened.Source.Events() {
+			// The sources end on mctx; wait for them so nothing outlives close.
 		}
-		monitorErr <- err
+		if err == nil {
+			return
+		}
+		m.mu.Lock()
+		m.failed = err
+		if m.graph != nil {
+			m.graph(m.failure(m.name))
+		}
+		m.mu.Unlock()
 	}()
-	gerr := run(gctx)
-	stopMonitor()
-	merr := <-monitorErr
-	for range opened.Source.Events() {
-		// The sources end on mctx; wait for them so nothing outlives the graph.
+	t.mon = m
+	return m, nil
+}
+
+// close stops the monitor and waits until it and its sources have ended. Graphs
+// started after it fail.
+func (t *throttle) close() {
+	t.monMu.Lock()
+	m := t.mon
+	t.mon, t.closed = nil, true
+	t.monMu.Unlock()
+	if m != nil {
+		m.stop()
+		<-m.done
 	}
-	if merr != nil {
-		return merr
-	}
-	return gerr
 }

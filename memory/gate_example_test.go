@@ -9,8 +9,8 @@ import (
 )
 
 // A graph whose source is gated by the kernel's memory-pressure signal of this
-// process's cgroup: the graph takes the runtime once, and Run drives the gate's
-// monitor for as long as the graph runs.
+// process's cgroup: the graph takes the runtime once; the first Run opens the
+// gate's monitor, which runs until the runtime is closed.
 func ExampleRuntime_pressure() {
 	rt, err := memory.New(memory.Config{Mode: memory.Elastic, Floor: 8 << 20, BudgetFloor: 4 << 20, MaxBudget: 16 << 20,
 		Workers: 1, ReadRegistered: -1, Pressure: true, BelowFloor: memory.RunAtFloor})

@@ -181,3 +181,111 @@ func TestRunFailsWhenSourceFails(t *testing.T) {
 		t.Fatal("graph still running 30s after its cgroup was removed")
 	}
 }
+
+// sumGraph runs a graph of n numbers under rt and checks their sum.
+func sumGraph(t *testing.T, rt *Runtime, name string, n int) error {
+	t.Helper()
+	var sum atomic.Int64
+	g := flow.New(name, flow.WithRuntime(rt))
+	flow.Sink(flow.FromSlice(g, "numbers", ints(n)), "sum", func(ctx context.Context, v int) error {
+		sum.Add(int64(v))
+		return nil
+	})
+	err := g.Run(context.Background())
+	if err == nil && sum.Load() != int64(n*(n-1)/2) {
+		t.Fatalf("graph %s: sum %d", name, sum.Load())
+	}
+	return err
+}
+
+// TestMonitorOutlivesGraphs: the first graph opens the pressure monitor, later
+// graphs (the next epochs) run under the same one, and Close ends it and its
+// sources; a graph after Close fails.
+func TestMonitorOutlivesGraphs(t *testing.T) {
+	rt, err := New(Config{Mode: Fixed, MaxBudget: 16 << 20, Workers: 1, ReadRegistered: -1, Pressure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			rt.Close()
+		}
+	}()
+	if rt.th.mon != nil {
+		t.Fatal("monitor open before the first graph")
+	}
+	if err := sumGraph(t, rt, "epoch1", 100); err != nil {
+		t.Fatal(err)
+	}
+	m := rt.th.mon
+	if m == nil {
+		t.Fatal("no monitor after the first graph")
+	}
+	select {
+	case <-m.done:
+		t.Fatal("the monitor ended with the first graph")
+	default:
+	}
+	if err := sumGraph(t, rt, "epoch2", 100); err != nil {
+		t.Fatal(err)
+	}
+	if rt.th.mon != m {
+		t.Fatal("the second graph opened a monitor of its own")
+	}
+	closed = true
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.done:
+	default:
+		t.Fatal("Close returned before the monitor ended")
+	}
+	if err := sumGraph(t, rt, "after", 10); err == nil {
+		t.Fatal("a graph ran after Close")
+	}
+}
+
+// TestGraphAfterSourceFailedFails: when the watched cgroup goes away between two
+// graphs, the monitor's source fails and the next graph does not run: its error
+// wraps ErrSourceFailed.
+func TestGraphAfterSourceFailedFails(t *testing.T) {
+	name := fmt.Sprintf("throttlenext-%d", os.Getpid())
+	grp, err := cgroup.New(name)
+	if err != nil {
+		kerneltest.Skip(t, kerneltest.Cgroups, "the kernel refuses to create cgroup %s: %v", name, err)
+	}
+	removed := false
+	t.Cleanup(func() {
+		if !removed {
+			grp.Remove()
+		}
+	})
+	if _, err := grp.PressurePath("memory"); err != nil {
+		kerneltest.Skip(t, kerneltest.PSI, "no memory.pressure for cgroup %s: %v", name, err)
+	}
+	rt, err := New(Config{Mode: Fixed, MaxBudget: 16 << 20, Workers: 1, ReadRegistered: -1, Pressure: true,
+		Gate: GateConfig{Open: pressure.OpenConfig{Group: grp, MemoryEventsInterval: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if err := sumGraph(t, rt, "epoch1", 100); err != nil {
+		t.Fatal(err)
+	}
+	m := rt.th.mon
+	if err := grp.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	removed = true
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("monitor still running 30s after its cgroup was removed")
+	}
+	err = sumGraph(t, rt, "epoch2", 100)
+	if !errors.Is(err, ErrSourceFailed) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "epoch2") {
+		t.Fatalf("second graph: %v, want ErrSourceFailed naming cgroup %s and the graph", err, name)
+	}
+}

@@ -34,6 +34,11 @@ const (
 	ActionStagingRing = "staging_ring"
 )
 
+// ActionCHeap gives the C heap's free pages back (glibc's malloc_trim: what
+// libjpeg-turbo freed stays in glibc's arenas otherwise) at Critical and while the
+// loader is paused; its bytes are what left the loader's anonymous resident set.
+const ActionCHeap = "c_heap"
+
 // ActionPause pauses the reads below the floor ([PauseBelowFloor]).
 const ActionPause = "pause"
 
@@ -42,7 +47,7 @@ const ActionPause = "pause"
 const ActionProgramText = "program_text"
 
 // Actions lists every shed action.
-var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache, ActionStagingRing, ActionPause, ActionProgramText}
+var Actions = []string{ActionBudget, ActionReadBuffers, ActionUMAIdle, ActionGoHeap, ActionDecodeWorkers, ActionSampleCache, ActionStagingRing, ActionCHeap, ActionPause, ActionProgramText}
 
 type metrics struct {
 	runs     *prometheus.CounterVec

@@ -21,6 +21,7 @@ const pauseShedEvery = 200 * time.Millisecond
 type pauseState struct {
 	lastShed     time.Time // last round of giving back
 	textReleased bool      // the program text was released in this pause
+	textUnlocked bool      // ... and stays unlocked until the resume
 }
 
 // newPause makes the pause controller and gate of an Elastic runtime under
@@ -61,8 +62,12 @@ func (r *Runtime) pauseLine(rep pressure.HeadroomReport) string {
 	case rep.Limited:
 		limit, under = rep.Limit, fmt.Sprintf(" (limit %s, reserve %s)", bytesize.Human(rep.Limit), bytesize.Human(rep.Reserve))
 	}
-	return fmt.Sprintf("below its floor of %s the loader pauses %s and resumes at %s%s",
-		bytesize.Human(r.cfg.Floor), timeout, bytesize.Human(r.pc.ResumeAt(limit, rep.Reserve)), under)
+	settle := ""
+	if d := r.pc.Config().Settle; d > 0 {
+		settle = fmt.Sprintf(", or at its floor once the cgroup has left it that for %v", d)
+	}
+	return fmt.Sprintf("below its floor of %s the loader pauses %s and resumes at %s%s%s",
+		bytesize.Human(r.cfg.Floor), timeout, bytesize.Human(r.pc.ResumeAt(limit, rep.Reserve)), under, settle)
 }
 
 // pauseLocked follows one report under [PauseBelowFloor]: it pauses or resumes the
@@ -80,7 +85,9 @@ func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) (pause.Event, bool) {
 			r.pg.Pause()
 			r.paused = pauseState{}
 			r.m.ran(ActionPause, 0)
+			r.revokeReadPoolLocked()
 		case pause.Resumed:
+			r.relockTextLocked()
 			r.pg.Resume()
 			if r.rb != nil {
 				r.rb.SetPressure(r.Level() >= pressure.LevelSome)
@@ -114,13 +121,30 @@ func pauseReading(rep pressure.HeadroomReport) pause.Reading {
 	return r
 }
 
+// revokeReadPoolLocked asks the readers to unregister the registered read pool at
+// once ([ReadBuffers.Revoke]): its pinned memory is charged to the cgroup until
+// they do, which they do as soon as their reads in flight are done, within the
+// pause's first reads instead of at the end of the epoch. The pool's free chunks
+// go back with the spill pool's (shedPausedLocked); reads go to the spill pool
+// until the next epoch. Called with applyMu held.
+func (r *Runtime) revokeReadPoolLocked() {
+	if r.rb == nil {
+		return
+	}
+	size := r.rb.Registered()
+	if r.rb.Revoke() {
+		r.m.ran(ActionReadBuffers, size)
+		r.m.reg.Set(0)
+	}
+}
+
 // shedPausedLocked gives back what a paused loader holds beyond what it cannot
 // give (the first time in a pause after a further garbage collection): new reads
 // go to the spill pool, whose free chunks go back to the kernel;
-// the Go heap's free pages go back; the shed actions registered on the gate run
+// the Go heap's and the C heap's free pages go back; the shed actions registered on the gate run
 // (the sample cache gives back its coldest part each time); and, once per pause,
-// the program text not run since is unlocked and dropped ([ReleaseProgramText];
-// in later pauses only if it grew again: releaseTextLocked).
+// the program text is unlocked and dropped, and stays unlocked until the resume
+// ([UnlockProgramText]; in later pauses only if it grew again: releaseTextLocked).
 // At most every pauseShedEvery. Called with applyMu held.
 func (r *Runtime) shedPausedLocked() {
 	if time.Since(r.paused.lastShed) < pauseShedEvery {
@@ -146,6 +170,7 @@ func (r *Runtime) shedPausedLocked() {
 		cancel()
 	}
 	r.freeHeap()
+	r.trimCHeap()
 	if r.cfg.Process.LockText && !r.paused.textReleased {
 		r.paused.textReleased = true
 		r.releaseTextLocked()
@@ -156,22 +181,40 @@ func (r *Runtime) shedPausedLocked() {
 // last released before a later pause releases it again.
 const textRegrowth = 2 << 20
 
-// releaseTextLocked releases the program text ([ReleaseProgramText]) in the first
-// pause, and in a later one only if what is resident grew by textRegrowth since:
-// a loader that pauses and resumes often runs the same code each time, and
-// dropping it again only makes it fault back in. Called with applyMu held.
+// releaseTextLocked unlocks and drops the program text ([UnlockProgramText]) in
+// the first pause, and in a later one only if what is resident grew by
+// textRegrowth since: a loader that pauses and resumes often runs the same code
+// each time, and dropping it again only makes it fault back in. The text stays
+// unlocked until the resume (relockTextLocked): what the reads and decodes in
+// flight fault in while they finish, in the pause's first second, is then
+// reclaimable page cache, not unevictable memory charged to the cgroup while the
+// co-tenant's peak rises. Called with applyMu held.
 func (r *Runtime) releaseTextLocked() {
 	if r.textMeter != nil && r.textReleases > 0 && r.textMeter()-r.textAfter < textRegrowth {
 		return
 	}
-	n, err := ReleaseProgramText()
+	n, err := UnlockProgramText()
 	r.textReleases++
+	r.paused.textUnlocked = true
 	r.m.ran(ActionProgramText, n)
 	if err != nil {
 		r.info("paused: %v", err)
 	}
 	if r.textMeter != nil {
 		r.textAfter = r.textMeter()
+	}
+}
+
+// relockTextLocked locks the program text again as it is faulted in
+// ([LockProgramText]) when a pause that unlocked it ends. Called with applyMu
+// held.
+func (r *Runtime) relockTextLocked() {
+	if !r.paused.textUnlocked {
+		return
+	}
+	r.paused.textUnlocked = false
+	if _, err := LockProgramText(); err != nil {
+		r.info("resumed: %v", err)
 	}
 }
 

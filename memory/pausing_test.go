@@ -8,12 +8,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/internal/cheap"
 	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pressure"
 )
@@ -316,7 +319,7 @@ func TestPauseLinesSayWhereTheControllerResumes(t *testing.T) {
 		if !strings.Contains(start, "resumes at "+want+" (limit ") {
 			t.Errorf("limit %d MiB: the controller resumes at %s; start-up line %q", limit/mib, want, start)
 		}
-		if !strings.Contains(paused, "no reads until it leaves "+want+";") {
+		if !strings.Contains(paused, "no reads until it leaves "+want+", or its floor for 1s;") {
 			t.Errorf("limit %d MiB: the controller resumes at %s; pause line %q", limit/mib, want, paused)
 		}
 		if err := rt.Close(); err != nil {
@@ -370,5 +373,135 @@ func TestPauseReleasesTextOnceUnlessItGrew(t *testing.T) {
 		if rt.Paused() {
 			t.Fatalf("pause %d: not resumed", i+1)
 		}
+	}
+}
+
+// vmLocked is VmLck of /proc/self/status in bytes.
+func vmLocked(t *testing.T) int64 {
+	t.Helper()
+	v, err := cgroup.ReadProcSizes("/proc/self/status", "VmLck:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v[0]
+}
+
+// TestPauseShedsAtItsStart: what a pause gives back, it gives back when it
+// starts, not when the epoch ends: the registered read pool is revoked (the
+// readers are asked to unregister it, new reads go to the spill pool, its free
+// chunks go back to the kernel while a leased buffer keeps its bytes), the C heap
+// is trimmed where glibc has malloc_trim, and the program text is unlocked until
+// the resume. The next epoch registers a pool again. Asserted on the read buffers,
+// the shed counters and VmLck.
+func TestPauseShedsAtItsStart(t *testing.T) {
+	rec := &pauseRecorder{}
+	mem := &fakeMemory{at: time.Unix(1000, 0)}
+	reg := prometheus.NewRegistry()
+	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2,
+		Process: ProcessActions{LockText: true}, Registerer: reg,
+		Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, Info: rec.info, OnPause: rec.onPause})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if rt.rb == nil {
+		t.Skipf("no UMA read buffers here: %q", rec.infos)
+	}
+	rb := rt.rb
+	regions := rb.Regions()
+	if len(regions) != 1 || rb.Registered() != ElasticReadPool {
+		t.Fatalf("before the pause: %d regions, %d bytes registered; want one of %d", len(regions), rb.Registered(), ElasticReadPool)
+	}
+	region := regions[0]
+	inRegion := func(b []byte) bool {
+		return unsafe.SliceData(b) != nil && uintptr(unsafe.Pointer(unsafe.SliceData(b))) >= uintptr(unsafe.Pointer(unsafe.SliceData(region))) &&
+			uintptr(unsafe.Pointer(unsafe.SliceData(b)))+uintptr(len(b)) <= uintptr(unsafe.Pointer(unsafe.SliceData(region)))+uintptr(len(region))
+	}
+	ctx := context.Background()
+	held, err := rb.Alloc(ctx, 256<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(held.Bytes(), "held")
+	freed, err := rb.Alloc(ctx, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inRegion(held.Bytes()) || !inRegion(freed.Bytes()) {
+		t.Fatal("reads before the pause did not go to the registered pool")
+	}
+	for i := range freed.Bytes() {
+		freed.Bytes()[i] = 1 // resident
+	}
+	freed.Release()
+	revoked := rb.Revoked()
+	locked := vmLocked(t)
+	textLocked := rt.textMeter != nil
+	report := func(current int64) pressure.HeadroomReport {
+		mem.at = mem.at.Add(10 * time.Second)
+		return pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: mem.at, Limit: 256 * mib, Limited: true},
+			Current: current, Allowance: current, Reserve: 16 * mib}
+	}
+	runs := rt.ShedRuns()
+	rt.applyHeadroom(report(mib))
+	if !rt.Paused() {
+		t.Fatal("not paused")
+	}
+	select {
+	case <-revoked:
+	default:
+		t.Fatal("the pause's start did not revoke the registered read pool")
+	}
+	if r := rb.Regions(); len(r) != 0 || rb.Registered() != 0 {
+		t.Errorf("paused: %d regions, %d bytes registered; want none", len(r), rb.Registered())
+	}
+	if got := rt.ShedRuns()[ActionReadBuffers] - runs[ActionReadBuffers]; got != 1 {
+		t.Errorf("read_buffers ran %v times at the pause's start, want 1", got)
+	}
+	if v := testutil.ToFloat64(rt.m.freed.WithLabelValues(ActionUMAIdle)); v < 1<<20 {
+		t.Errorf("uma_idle gave back %v bytes at the pause's start, want at least the registered pool's free MiB", v)
+	}
+	if string(held.Bytes()[:4]) != "held" {
+		t.Errorf("a buffer leased before the pause lost its bytes: %q", held.Bytes()[:4])
+	}
+	during, err := rb.Alloc(ctx, 256<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inRegion(during.Bytes()) {
+		t.Error("a read during the pause went to the revoked registered pool")
+	}
+	during.Release()
+	if cheap.Available() == nil && rt.ShedRuns()[ActionCHeap]-runs[ActionCHeap] < 1 {
+		t.Error("the pause's start did not trim the C heap")
+	}
+	if textLocked {
+		if got := rt.ShedRuns()[ActionProgramText] - runs[ActionProgramText]; got != 1 {
+			t.Errorf("program_text ran %v times at the pause's start, want 1", got)
+		}
+		if now := vmLocked(t); now >= locked {
+			t.Errorf("VmLck %d kB while paused, %d kB before: the text was not unlocked", now>>10, locked>>10)
+		}
+	}
+	rt.applyHeadroom(report(200 * mib))
+	if rt.Paused() {
+		t.Fatal("not resumed")
+	}
+	if textLocked {
+		if now := vmLocked(t); now < locked {
+			t.Errorf("VmLck %d kB after the resume, %d kB before the pause: the text was not locked again", now>>10, locked>>10)
+		}
+	}
+	held.Release()
+	if err := rt.nextEpoch(); err != nil {
+		t.Fatal(err)
+	}
+	if r := rb.Regions(); len(r) != 1 || rb.Registered() == 0 {
+		t.Errorf("next epoch: %d regions, %d bytes registered; want a registered pool again", len(r), rb.Registered())
+	}
+	select {
+	case <-rb.Revoked():
+		t.Error("the next epoch's pool is revoked already")
+	default:
 	}
 }

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,9 +16,10 @@ import (
 // pool that is not registered, so its free chunks can go back to the kernel. Reads
 // go to the registered pool while it has room and pressure is off; else to the spill
 // pool. Registered memory stays pinned and charged until the rings unregister it,
-// which happens when an epoch's readers close: [ReadBuffers.NextEpoch] then
-// re-registers a smaller pool after an epoch with pressure, and the full size after
-// an epoch without.
+// which happens when an epoch's readers close, or earlier when [ReadBuffers.Revoke]
+// asks them to (a paused loader: see [source.Revocable]): [ReadBuffers.NextEpoch]
+// then re-registers a smaller pool after an epoch with pressure, and the full size
+// after an epoch without.
 type ReadBuffers struct {
 	u       *uma.UMA
 	want    int64 // registered size without pressure
@@ -26,6 +28,12 @@ type ReadBuffers struct {
 	mu   sync.Mutex
 	reg  *uma.Pool // may be nil (registered size 0)
 	size int64
+	// revoke is closed by Revoke (a new one per registered pool); revoked says
+	// so without the lock. Once revoked, no read goes to the registered pool
+	// until the next epoch's pool.
+	revoke       chan struct{}
+	revoked      atomic.Bool
+	unregistered atomic.Int64 // readers that unregistered after a Revoke, in all
 
 	spill    *uma.Pool
 	spilling atomic.Bool // pressure: new reads go to the spill pool
@@ -33,7 +41,7 @@ type ReadBuffers struct {
 	spilled  atomic.Int64
 }
 
-var _ source.BufferProvider = (*ReadBuffers)(nil)
+var _ source.Revocable = (*ReadBuffers)(nil)
 
 // newReadBuffers maps a registered pool of registered bytes and a spill pool of
 // spill bytes in u.
@@ -59,6 +67,8 @@ func (r *ReadBuffers) register(n int64) error {
 		}
 		r.reg, r.size = nil, 0
 	}
+	r.revoke = make(chan struct{})
+	r.revoked.Store(false)
 	if n <= 0 {
 		return nil
 	}
@@ -76,11 +86,11 @@ func (r *ReadBuffers) Alloc(ctx context.Context, n int) (source.Buffer, error) {
 		return nil, fmt.Errorf("memory: read buffer of %d bytes", n)
 	}
 	size := (max(n, 1) + source.Align - 1) / source.Align * source.Align
-	if !r.spilling.Load() {
+	if !r.spilling.Load() && !r.revoked.Load() {
 		r.mu.Lock()
 		reg, regSize := r.reg, r.size
 		r.mu.Unlock()
-		if reg != nil && int64(size) <= regSize {
+		if reg != nil && int64(size) <= regSize && !r.revoked.Load() {
 			if l, err := reg.Alloc(doneCtx, size, nil); err == nil {
 				return buffer{l: l, n: n}, nil
 			}
@@ -101,11 +111,12 @@ var doneCtx = func() context.Context {
 	return ctx
 }()
 
-// Regions returns the registered pool's memory (none when its size is 0).
+// Regions returns the registered pool's memory (none when its size is 0 or it was
+// revoked).
 func (r *ReadBuffers) Regions() [][]byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.reg == nil {
+	if r.reg == nil || r.revoked.Load() {
 		return nil
 	}
 	region, err := r.reg.Region()
@@ -115,10 +126,13 @@ func (r *ReadBuffers) Regions() [][]byte {
 	return [][]byte{region}
 }
 
-// Registered returns the registered pool's size in bytes.
+// Registered returns the registered pool's size in bytes (0 once revoked).
 func (r *ReadBuffers) Registered() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.revoked.Load() {
+		return 0
+	}
 	return r.size
 }
 
@@ -133,12 +147,64 @@ func (r *ReadBuffers) SetPressure(on bool) {
 	}
 }
 
-// ReleaseSpill gives the spill pool's free chunks back to the kernel at once.
-func (r *ReadBuffers) ReleaseSpill() (int64, error) { return r.spill.ReleaseFree() }
+// ReleaseSpill gives the spill pool's free chunks back to the kernel at once, and
+// the registered pool's once it was revoked.
+func (r *ReadBuffers) ReleaseSpill() (int64, error) {
+	n, err := r.spill.ReleaseFree()
+	if r.revoked.Load() {
+		r.mu.Lock()
+		if r.reg != nil {
+			m, rerr := r.reg.ReleaseFree()
+			n, err = n+m, errors.Join(err, rerr)
+		}
+		r.mu.Unlock()
+	}
+	return n, err
+}
+
+// Revoke asks the readers to unregister the registered pool now instead of when
+// the epoch's readers close (a paused loader giving its pinned memory back): it
+// closes the channel [ReadBuffers.Revoked] returns, sends every read to the spill
+// pool until the next epoch, and lets [ReadBuffers.ReleaseSpill] give the
+// registered pool's free chunks back. No read writes into them any longer: the
+// readers only read into buffers they lease, and none is leased from the pool
+// from now on. A ring keeps the pool pinned and charged until its reader
+// unregisters it, which it does once none of its reads is in flight. It reports
+// whether there was a registered pool to revoke (false when already revoked).
+func (r *ReadBuffers) Revoke() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reg == nil || r.revoked.Load() {
+		return false
+	}
+	r.revoked.Store(true)
+	r.reg.Unregister()
+	close(r.revoke)
+	return true
+}
+
+// Revoked returns the channel [ReadBuffers.Revoke] closes for the registered pool
+// of this epoch (nil when none is registered): see [source.Revocable].
+func (r *ReadBuffers) Revoked() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reg == nil {
+		return nil
+	}
+	return r.revoke
+}
+
+// Unregistered counts a reader that unregistered the pool after a Revoke
+// ([source.Revocable]).
+func (r *ReadBuffers) Unregistered() { r.unregistered.Add(1) }
+
+// Unregistrations returns how many readers unregistered the pool after a Revoke,
+// in all epochs.
+func (r *ReadBuffers) Unregistrations() int64 { return r.unregistered.Load() }
 
 // NextEpoch resizes the registered pool between epochs, once no reader holds it:
 // half its size after an epoch with pressure (down to one chunk), the full size
-// after one without. It returns the bytes unregistered (positive) or registered
+// after one without; a pool revoked in the epoch is replaced by a new one. It returns the bytes unregistered (positive) or registered
 // anew (negative). It fails if a buffer of the registered pool is still leased.
 func (r *ReadBuffers) NextEpoch() (int64, error) {
 	pressed := r.pressed.Swap(r.spilling.Load())
@@ -148,7 +214,7 @@ func (r *ReadBuffers) NextEpoch() (int64, error) {
 	if pressed {
 		target = max(r.minimum, r.size/2)
 	}
-	if target == r.size || (r.reg != nil && target > r.size && r.size >= r.want) {
+	if !r.revoked.Load() && (target == r.size || (r.reg != nil && target > r.size && r.size >= r.want)) {
 		return 0, nil
 	}
 	before := r.size

@@ -21,8 +21,9 @@ import (
 
 // Runtime is a loader's memory runtime: its byte budget, read buffers, decode
 // worker limit, pressure gate and shed actions. A graph takes it once, with
-// flow.WithRuntime(rt), and Graph.Run does the rest: the monitor and the headroom
-// run while the graph runs, and a graph after the first is the next epoch (the
+// flow.WithRuntime(rt), and Graph.Run does the rest: the headroom is sampled while
+// the graph runs, the pressure monitor runs from the first graph until Close, and
+// a graph after the first is the next epoch (the
 // previous graph's garbage is collected and the registered read pool resized
 // first). One graph runs at a time; Close the runtime at the end.
 type Runtime struct {
@@ -312,10 +313,10 @@ var ErrGraphRunning = errors.New("memory runtime: another graph runs")
 
 // Supervise runs one graph's stages (flow.Runtime; flow.Graph.Run calls it). A
 // graph after the first is the next epoch: the previous graph's garbage is
-// collected and the registered read pool resized before it starts. While the
-// graph runs, the pressure monitor drives the gate (with Pressure) and the
-// headroom is sampled (Elastic). It returns run's error once everything it
-// started has stopped, or, under [StopBelowFloor], the [*BelowFloorError] that
+// collected and the registered read pool resized before it starts. The first
+// graph opens the pressure monitor, which drives the gate (with Pressure) until
+// Close; while the graph runs the headroom is sampled (Elastic). It returns run's
+// error once everything it started for the graph has stopped, or, under [StopBelowFloor], the [*BelowFloorError] that
 // ended the graph (and ends every later graph of the runtime) because the cgroup
 // left the loader less than its floor.
 func (r *Runtime) Supervise(ctx context.Context, g *flow.Graph, run func(context.Context) error) error {
@@ -406,6 +407,13 @@ func (r *Runtime) nextEpoch() error {
 	if err != nil {
 		return err
 	}
+	if r.Paused() {
+		// A pause that outlasts the epoch: the new pool is not registered
+		// either, and the readers of the next epoch read without it.
+		r.applyMu.Lock()
+		r.revokeReadPoolLocked()
+		r.applyMu.Unlock()
+	}
 	if d > 0 {
 		r.m.ran(ActionReadBuffers, d)
 		r.info("read buffers: %s registered after pressure (%s unregistered)", bytesize.Human(r.rb.Registered()), bytesize.Human(d))
@@ -427,6 +435,9 @@ func (r *Runtime) Close() error {
 		r.setGo = false
 	}
 	r.applyMu.Unlock()
+	if r.th != nil {
+		r.th.close() // the monitor, which outlives the graphs
+	}
 	var errs []error
 	if r.rb != nil {
 		errs = append(errs, r.rb.Close())

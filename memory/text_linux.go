@@ -41,7 +41,16 @@ func programMappings() ([]kernfile.Mapping, error) {
 // the call, not everything it ran since it started: measured here, 20 MiB of locked
 // text before, 11 MiB after a further epoch, 8 MiB after 3 s of the monitor alone.
 // It returns the bytes the program's mappings held resident before minus after.
-func ReleaseProgramText() (int64, error) {
+func ReleaseProgramText() (int64, error) { return releaseProgramText(true) }
+
+// UnlockProgramText is [ReleaseProgramText] without the new lock: the program's
+// code stays unlocked (the kernel may reclaim it like any clean file page) until
+// [LockProgramText] locks it again. A paused loader runs only its monitor, and
+// whatever it faults in during the pause's first second (the reads and decodes in
+// flight finishing) is then not locked and charged as unevictable.
+func UnlockProgramText() (int64, error) { return releaseProgramText(false) }
+
+func releaseProgramText(relock bool) (int64, error) {
 	ranges, err := programMappings()
 	if err != nil {
 		return 0, fmt.Errorf("memory: release program text: %w", err)
@@ -55,6 +64,9 @@ func ReleaseProgramText() (int64, error) {
 		}
 		if _, _, e := unix.Syscall(unix.SYS_MADVISE, r.Start, n, unix.MADV_PAGEOUT); e != 0 {
 			errs = append(errs, fmt.Errorf("madvise(MADV_PAGEOUT) %#x: %w", r.Start, e))
+		}
+		if !relock {
+			continue
 		}
 		if _, _, e := unix.Syscall(unix.SYS_MLOCK2, r.Start, n, unix.MLOCK_ONFAULT); e != 0 {
 			errs = append(errs, fmt.Errorf("mlock2 %#x: %w", r.Start, e))
@@ -71,6 +83,16 @@ func ReleaseProgramText() (int64, error) {
 // only measures what ReleaseProgramText freed).
 func residentFile() int64 {
 	b, err := cgroup.ReadProcSizes("/proc/self/status", "RssFile:")
+	if err != nil {
+		return 0
+	}
+	return b[0]
+}
+
+// residentAnon returns RssAnon of /proc/self/status in bytes (0 if unreadable:
+// it only measures what a trim of the C heap freed).
+func residentAnon() int64 {
+	b, err := cgroup.ReadProcSizes("/proc/self/status", "RssAnon:")
 	if err != nil {
 		return 0
 	}

@@ -9,9 +9,16 @@ func ReleaseProgramText() (int64, error) {
 	return 0, errors.New("memory: release program text: needs Linux")
 }
 
+// UnlockProgramText needs Linux (madvise and munlock on the program's mappings).
+func UnlockProgramText() (int64, error) {
+	return 0, errors.New("memory: unlock program text: needs Linux")
+}
+
 // ProgramTextResident needs Linux (/proc/self/pagemap).
 func ProgramTextResident() (int64, error) {
 	return 0, errors.New("memory: program text resident: needs Linux")
 }
 
 func programTextMeter() func() int64 { return nil }
+
+func residentAnon() int64 { return 0 }

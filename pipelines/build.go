@@ -29,8 +29,16 @@ type Build struct {
 	// flow.WithRuntime): kinds take its decode-worker limit from it (nil when
 	// a kind's Floor is asked).
 	Runtime *memory.Runtime
-	index   int // the epoch's index in this run (0 first)
+	index   int  // the epoch's index in this run (0 first)
+	source  bool // the node is the pipeline's source: its skips are read skips
 	run     *runState
+}
+
+// SkipObserver is told of every input a node skipped as bad: the Reads
+// observer of [Hooks] of the skips of the source (read skips), the Decodes
+// observer of those of the stages (decode skips), when they implement it.
+type SkipObserver interface {
+	ObserveSkip()
 }
 
 // Context is the run's context: what a kind waits on while it builds (a sink
@@ -52,6 +60,13 @@ func (b *Build) Info(format string, args ...any) {
 
 // Skipped reports an input this node skipped as bad through Hooks.Skipped.
 func (b *Build) Skipped(err error) {
+	var o any = b.run.hooks.Decodes
+	if b.source {
+		o = b.run.hooks.Reads
+	}
+	if so, ok := o.(SkipObserver); ok {
+		so.ObserveSkip()
+	}
 	if b.run.hooks.Skipped != nil {
 		b.run.hooks.Skipped(b.Name, err)
 	}
@@ -73,12 +88,9 @@ func (b *Build) Reads() source.ReadObserver { return b.run.hooks.Reads }
 func (b *Build) Decodes() decode.Observer { return b.run.hooks.Decodes }
 
 // Resume is where the source of this epoch starts: the file's start_at in
-// the run's first epoch, else 0.
+// the run's first epoch, what Hooks.Next asked for in a later one, else 0.
 func (b *Build) Resume() int64 {
-	if b.index == 0 {
-		return b.Pipeline.StartAt
-	}
-	return 0
+	return b.run.epochAt(b.index).start
 }
 
 // Plan records the source's share of this epoch, told to Hooks.Plan before
@@ -168,7 +180,7 @@ func build(g *flow.Graph, p *Pipeline, index int, rt *memory.Runtime, r *runStat
 	}
 	outs := map[string][]Stream{}
 	for _, c := range nodes {
-		b := &Build{Graph: g, Name: c.Name, Epoch: p.StartEpoch + index, Pipeline: p, Runtime: rt, index: index, run: r}
+		b := &Build{Graph: g, Name: c.Name, Epoch: r.epochAt(index).number, Pipeline: p, Runtime: rt, index: index, source: c.Kind.Role == SourceRole, run: r}
 		var in Stream
 		if len(c.Inputs) > 0 {
 			ins := make([]Stream, len(c.Inputs))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -88,8 +89,12 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 	cache := b.run.cache
 	// Each image's decoded bytes are reserved from the graph's budget before it
 	// is decoded.
+	// Normalised float32 images that only collate reads stay uint8 until
+	// collate writes the batch (tensor.Sample.Normalize): a quarter of the
+	// bytes between here and the batch, one pass fewer.
+	collateNormalizes := feedsOnly(b.Pipeline, b.Name, "batch", "collate") && (cache == nil || cache.mode != "decoded")
 	st, err := decode.NewStage(b.Name, dec, decode.StageConfig{Workers: workers, Ordered: cfg.Bool("ordered"), Transform: tr,
-		Budget: b.Graph.Budget(), Skip: skip, Observer: b.Decodes()},
+		Budget: b.Graph.Budget(), Skip: skip, Observer: b.Decodes(), CollateNormalizes: collateNormalizes},
 		func(h *memory.Held[*source.Sample]) decode.Encoded {
 			s := h.V
 			e := decode.Encoded{Key: s.Key, Label: labelOf(s), Index: s.Index, Epoch: int64(epoch)}
@@ -115,6 +120,24 @@ func buildDecode(b *Build, cfg *Config, in Stream) (Stream, error) {
 		decoded = cache.afterDecode(b, decoded, keyLabel)
 	}
 	return Wrap(ImageType, decoded)
+}
+
+// feedsOnly reports whether node's stream goes to one reader of kind
+// kinds[0], whose stream goes to one reader of kinds[1], and so on.
+func feedsOnly(p *Pipeline, node string, kinds ...string) bool {
+	for _, kind := range kinds {
+		var readers []*Component
+		for _, c := range p.Nodes() {
+			if slices.Contains(c.Inputs, node) {
+				readers = append(readers, c)
+			}
+		}
+		if len(readers) != 1 || readers[0].Kind.Name != kind || len(readers[0].Inputs) != 1 {
+			return false
+		}
+		node = readers[0].Name
+	}
+	return true
 }
 
 // decodeParams are a decode node's transform and skip policy, checked

@@ -73,6 +73,15 @@ type Hooks struct {
 	// OnEpoch, when set, is called after each epoch (numbered from 0) with what
 	// it delivered, before the next one starts.
 	OnEpoch func(n int, e progress.Epoch)
+	// Next, when set, chooses the epochs after the first instead of the
+	// pipeline's epochs count: it is asked after each epoch (after OnEpoch)
+	// and returns the next epoch's number (as start_epoch: it selects the
+	// shuffle) and the position it starts at (as start_at), or more false to
+	// end the run. The first epoch is the pipeline's start_epoch from
+	// start_at. psiflow serve asks its consumer, so that one run (its memory
+	// runtime, its sample cache, its shared ring) serves every epoch of a
+	// Python DataLoader. Its error ends the run.
+	Next func(ctx context.Context) (epoch int, start int64, more bool, err error)
 	// Reads and Decodes, when set, are told of every read and every decoded
 	// image (package metrics implements both).
 	Reads   source.ReadObserver
@@ -88,7 +97,11 @@ type Hooks struct {
 	OnPause func(pause.Event)
 	// Skipped receives every input a node skipped as bad (a tar shard's rest, a
 	// member, an image under decode's on_error: skip), named by err; without it
-	// the skips are only counted (Summary.Skipped, psiflow_stage_skipped_total).
+	// the skips are only counted (Summary.Skipped, ReadSkipped and
+	// DecodeSkipped; psiflow_stage_skipped_total). A Reads or Decodes observer
+	// that is also a [SkipObserver] is told of each skip of a source (Reads) or
+	// of a stage (Decodes): package metrics counts them in
+	// psiflow_read_skipped_total and psiflow_decode_skipped_total.
 	Skipped func(node string, err error)
 	// Progress, when not nil, is called about every Interval from a goroutine
 	// that ends before Run returns.
@@ -116,7 +129,7 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (sum progress.Summary, e
 		return progress.Summary{}, fmt.Errorf("pipeline %s: Hooks.DeviceBatches needs a pipeline that ends in device_batch, not %s", p.Name, p.Sink.Kind.In)
 	}
 	r := &runState{ctx: ctx, hooks: hooks, limit: p.Limit, kept: map[string]any{}, infoSeen: map[string]bool{}, plans: map[int]source.Share{},
-		dest: hooks.Destination}
+		dest: hooks.Destination, at: []epochAt{{number: p.StartEpoch, start: p.StartAt}}}
 	var rt *memory.Runtime
 	defer func() {
 		// Sinks first (they are told how the run ended), then the services, then
@@ -170,7 +183,7 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (sum progress.Summary, e
 			}
 		}
 		if sh, ok := r.plans[epoch]; ok && hooks.Plan != nil && repass == nil {
-			if err := hooks.Plan(p.StartEpoch+epoch, sh); err != nil {
+			if err := hooks.Plan(r.epochAt(epoch).number, sh); err != nil {
 				return err
 			}
 		}
@@ -197,11 +210,31 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (sum progress.Summary, e
 		for _, st := range r.sum.Stages {
 			r.sum.Skipped += st.Skipped
 			r.epochSkipped += st.Skipped
+			if st.Kind == "source" {
+				r.sum.ReadSkipped += st.Skipped
+			} else {
+				r.sum.DecodeSkipped += st.Skipped
+			}
 		}
 		r.mu.Unlock()
 		return err
 	}
-	for epoch := range p.Epochs {
+	for epoch := 0; hooks.Next != nil || epoch < p.Epochs; epoch++ {
+		if epoch > 0 && hooks.Next != nil {
+			number, start, more, err := hooks.Next(ctx)
+			if err != nil {
+				return result(), err
+			}
+			if !more {
+				return result(), nil
+			}
+			if number < 0 || start < 0 {
+				return result(), fmt.Errorf("pipeline %s: the next epoch asked for is %d from %d: want non-negative numbers", p.Name, number, start)
+			}
+			r.mu.Lock()
+			r.at = append(r.at, epochAt{number: number, start: start})
+			r.mu.Unlock()
+		}
 		epochStart := time.Now()
 		r.mu.Lock()
 		itemsBefore := r.sum.Items
@@ -256,6 +289,29 @@ type runState struct {
 	repass       []string             // the paths of a repass graph (reclaimed cache entries)
 	cache        *sampleCache         // nil: no cache
 	dest         tensor.Destination   // a sink that lends batch memory (the torch sink's slots); nil: none
+	at           []epochAt            // by epoch index: its number and start (Hooks.Next)
+}
+
+// epochAt is an epoch of a run: its number (it selects the shuffle) and the
+// position it starts at.
+type epochAt struct {
+	number int
+	start  int64
+}
+
+// epochAt returns the number and start of the run's epoch index.
+func (r *runState) epochAt(index int) epochAt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if index < len(r.at) {
+		return r.at[index]
+	}
+	// not asked by Next: the epochs count on from the first, each from its start
+	first := epochAt{}
+	if len(r.at) > 0 {
+		first = r.at[0]
+	}
+	return epochAt{number: first.number + index}
 }
 
 // destination is the memory collate stages write batches into: the run's

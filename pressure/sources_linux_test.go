@@ -253,3 +253,31 @@ func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// BenchmarkTriggerSourceEnd measures how long a source of the default trigger
+// pair takes to end once its context is cancelled (every graph's monitor ends so,
+// once per epoch): the kernel waits for an RCU grace period in each trigger's close.
+func BenchmarkTriggerSourceEnd(b *testing.B) {
+	path, reason := SelfPressurePath("memory")
+	if _, err := ReadPSI(path); err != nil {
+		b.Skipf("no PSI here (%s): %v", reason, err)
+	}
+	var ending time.Duration
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		src, err := OpenTriggers(ctx, TriggerConfig{Path: path, Triggers: DefaultTriggers})
+		if err != nil {
+			cancel()
+			b.Skipf("psi triggers refused here: %v", err)
+		}
+		t0 := time.Now()
+		cancel()
+		for range src.Events() {
+		}
+		ending += time.Since(t0)
+		if err := src.Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(ending.Microseconds())/float64(b.N)/1000, "ms-to-end/op")
+}

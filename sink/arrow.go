@@ -153,7 +153,9 @@ func (a *Arrow) where() string {
 // Close finishes the file (its footer) or the stream (its end marker) and
 // closes it. A file is then renamed to its path, unless cause is not nil or a
 // write failed: then it is removed, and a file already at the path stays as it
-// was. A file sink with no batch leaves an empty file.
+// was; when the cause alone removed it (a run stopped or failed upstream), the
+// error is a [*NotWrittenError] naming the path. A file sink with no batch
+// leaves an empty file.
 func (a *Arrow) Close(cause error) error {
 	a.once.Do(func() {
 		var errs []error
@@ -173,9 +175,19 @@ func (a *Arrow) Close(cause error) error {
 		}
 		if a.temp != "" {
 			if err := errors.Join(append(errs, a.failed)...); err != nil || cause != nil {
-				errs = append(errs, discard([]string{a.temp}))
-				if err != nil {
+				derr := discard([]string{a.temp})
+				errs = append(errs, derr)
+				switch {
+				case err != nil:
 					errs = append(errs, &nothingKept{a.cfg.Path + " is left as it was"})
+				case derr == nil:
+					// Only the cause removed it: say which file was not written.
+					kept := "nothing is there"
+					if _, serr := os.Lstat(a.cfg.Path); serr == nil {
+						kept = "the file already there is left as it was"
+					}
+					a.cerr = &NotWrittenError{Kind: "arrow", Dest: a.cfg.Path, Kept: kept}
+					return
 				}
 			} else {
 				errs = append(errs, commit([]string{a.temp}, []string{a.cfg.Path}))

@@ -101,6 +101,29 @@ type nothingKept struct{ kept string }
 func (e *nothingKept) Error() string        { return e.kept }
 func (e *nothingKept) Is(target error) bool { return target == ErrNothingKept }
 
+// NotWrittenError is the Close error of a file sink (Parquet, Arrow file) told
+// that its run did not end cleanly (a non-nil cause: a stop signal, a failure
+// upstream) while nothing of its own failed: it removed this run's temporary
+// output, so Dest was not written. It is [ErrNothingKept]. A program that says
+// the cause (stopped by SIGTERM) says this too, in one line, so that the loss
+// is not silent.
+type NotWrittenError struct {
+	// Kind is the sink's kind: "parquet" or "arrow".
+	Kind string
+	// Dest is the destination not written: the Parquet folder or the Arrow file.
+	Dest string
+	// Kept says what is at Dest instead.
+	Kept string
+}
+
+// Error says which destination was not written and what is there.
+func (e *NotWrittenError) Error() string {
+	return fmt.Sprintf("sink %s: %s was not written: the run did not finish, so the sink removed this run's temporary output (%s)", e.Kind, e.Dest, e.Kept)
+}
+
+// Is reports whether target is [ErrNothingKept].
+func (e *NotWrittenError) Is(target error) bool { return target == ErrNothingKept }
+
 // tempPattern is the pattern of the temporary file for final: hidden, in the same
 // folder, with a random suffix.
 func tempPattern(final string) string { return "." + filepath.Base(final) + ".tmp-*" }

@@ -116,8 +116,12 @@ func TestArrowDestination(t *testing.T) {
 	if err := write(ArrowConfig{Path: path}, 3, nil); err == nil || !strings.Contains(err.Error(), "file "+path+" is not empty") {
 		t.Fatalf("second write without Overwrite: %v", err)
 	}
-	if err := write(ArrowConfig{Path: path, Overwrite: true}, 3, errors.New("the graph failed")); err != nil {
-		t.Fatal(err)
+	// A run that did not finish: its file is removed, and Close says which
+	// destination was not written (it used to say nothing).
+	var nw *NotWrittenError
+	if err := write(ArrowConfig{Path: path, Overwrite: true}, 3, errors.New("the graph failed")); !errors.As(err, &nw) || nw.Dest != path ||
+		!errors.Is(err, ErrNothingKept) || !strings.Contains(err.Error(), "the file already there is left as it was") {
+		t.Fatalf("close after a failed run: %v, want a NotWrittenError naming %s", err, path)
 	}
 	if n := arrowRows(t, path); n != 5 {
 		t.Fatalf("a failed run replaced the file: %d rows", n)
@@ -258,7 +262,8 @@ func plainDiskFull(t *testing.T, errs ...error) {
 	}
 }
 
-// TestParquetFailureAndLeftovers: Close with a cause discards the run's files; a
+// TestParquetFailureAndLeftovers: Close with a cause discards the run's files and
+// says the folder was not written (a NotWrittenError naming it); a
 // temporary file left by a killed run makes the folder non-empty, and Overwrite
 // removes it.
 func TestParquetFailureAndLeftovers(t *testing.T) {
@@ -273,8 +278,9 @@ func TestParquetFailureAndLeftovers(t *testing.T) {
 	if got := entries(t, dir); len(got) != 1 || !isTemp(got[0]) {
 		t.Fatalf("while writing: %v, want one temporary file", got)
 	}
-	if err := p.Close(errors.New("stopped")); err != nil {
-		t.Fatal(err)
+	var nw *NotWrittenError
+	if err := p.Close(errors.New("stopped")); !errors.As(err, &nw) || nw.Dest != dir || !errors.Is(err, ErrNothingKept) {
+		t.Fatalf("close of a stopped run: %v, want a NotWrittenError naming %s", err, dir)
 	}
 	if got := entries(t, dir); len(got) != 0 {
 		t.Fatalf("after a failed run: %v", got)

@@ -57,6 +57,14 @@ type Parquet struct {
 	cerr   error
 }
 
+// keptNote says what the folder holds after a run whose files were removed.
+func (p *Parquet) keptNote() string {
+	if len(p.stale) > 0 {
+		return "the folder keeps none of this run's files; the parts of an earlier run are left as they were"
+	}
+	return "the folder keeps none of this run's files"
+}
+
 var partName = regexp.MustCompile(`^part-[0-9]{5}\.parquet$`)
 
 // NewParquet checks cfg, creates the folder, and refuses one that is not empty
@@ -184,7 +192,9 @@ func (p *Parquet) finish() error {
 
 // Close finishes the last file. With a nil cause and nothing failed it renames
 // every file to its part name (and, with Overwrite, removes the parts of an
-// earlier run beyond this run's count); otherwise it removes them all.
+// earlier run beyond this run's count); otherwise it removes them all, and
+// returns a [*NotWrittenError] naming the folder when the cause alone made it
+// do so (a run stopped or failed upstream).
 func (p *Parquet) Close(cause error) error {
 	p.once.Do(func() {
 		var err error
@@ -198,6 +208,8 @@ func (p *Parquet) Close(cause error) error {
 			p.cerr = errors.Join(err, discard(p.temps))
 			if p.cerr != nil {
 				p.cerr = fmt.Errorf("%w (%w)", p.cerr, &nothingKept{"the folder keeps none of this run's files"})
+			} else if len(p.temps) > 0 {
+				p.cerr = &NotWrittenError{Kind: "parquet", Dest: p.cfg.Dir, Kept: p.keptNote()}
 			}
 			return
 		}

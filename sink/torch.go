@@ -64,6 +64,14 @@ func (c TorchConfig) closeWait() time.Duration {
 // for the caller to tell apart from a failure with errors.Is.
 var ErrConsumerClosed = errors.New("sink torch: the Python consumer closed the connection")
 
+// EpochRequest is the consumer's request for its next epoch ([Torch.Next]):
+// the epoch's number (it selects the shuffle) and the position it starts at
+// (samples consumed by all ranks together).
+type EpochRequest struct {
+	Epoch int
+	Start int64
+}
+
 func (c *TorchConfig) validate() error {
 	switch {
 	case c.Socket == "":

@@ -5,9 +5,12 @@ package sink
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTorchAnnounce sends a plan before the first batch and between batches:
@@ -83,5 +86,67 @@ func TestTorchAnnounce(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestTorchNext: the consumer's "next" messages reach Next in order, the
+// releases between them still free slots, a close ends Next with
+// ErrConsumerClosed, and a bad request ends the stream with a message.
+func TestTorchNext(t *testing.T) {
+	tr := newTorch(t, 2)
+	g := dialTorch(t, tr.Socket())
+	defer g.close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, want := range []EpochRequest{{Epoch: 3, Start: 7}, {Epoch: 0, Start: 0}} {
+		if err := tr.Consume(ctx, testBatch(0, 2, 3, 3)); err != nil {
+			t.Fatal(err)
+		}
+		m, err := g.next()
+		for err == nil && m.T != "batch" {
+			m, err = g.next()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.release(m.Slot); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.send(fmt.Sprintf(`{"t":"next","epoch":%d,"start":%d}`, want.Epoch, want.Start)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := tr.Next(ctx)
+		if err != nil || got != want {
+			t.Fatalf("Next: %+v, %v; want %+v", got, err, want)
+		}
+	}
+	if _, released := tr.Counts(); released != 2 {
+		t.Fatalf("%d releases counted, want 2", released)
+	}
+	if err := g.send(`{"t":"close","slot":0}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Next(ctx); !errors.Is(err, ErrConsumerClosed) {
+		t.Fatalf("Next after close: %v, want ErrConsumerClosed", err)
+	}
+	for _, tc := range []struct{ msgs []string }{
+		{[]string{`{"t":"next","epoch":-1,"start":0}`}},
+		{[]string{`{"t":"next","epoch":1}`, `{"t":"next","epoch":2}`}},
+	} {
+		tr := newTorch(t, 2)
+		g := dialTorch(t, tr.Socket())
+		if err := tr.Accept(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range tc.msgs {
+			if err := g.send(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-tr.gone.Done()
+		if err := context.Cause(tr.gone); err == nil || !strings.Contains(err.Error(), "asked for") {
+			t.Errorf("%v: the stream ended with %v, want a message naming the request", tc.msgs, err)
+		}
+		g.close()
 	}
 }

@@ -41,6 +41,9 @@ type Torch struct {
 	// refused is closed when the goroutine that turns away further clients
 	// (started with the first one) has ended.
 	refused chan struct{}
+	// next holds the consumer's request for the next epoch (a "next"
+	// message) until [Torch.Next] takes it.
+	next chan EpochRequest
 
 	setupMu sync.Mutex // the ring is made once, by Lend or Consume
 
@@ -74,6 +77,8 @@ type torchMsg struct {
 	Keys      []string `json:"keys,omitempty"`
 	Batches   int64    `json:"batches,omitempty"`
 	Message   string   `json:"message,omitempty"`
+	Epoch     int      `json:"epoch,omitempty"`
+	Start     int64    `json:"start,omitempty"`
 }
 
 // ProtocolVersion is the wire format's version, sent in the hello message.
@@ -90,7 +95,7 @@ func NewTorch(cfg TorchConfig) (*Torch, error) {
 	}
 	// The slots go into free when the ring is made (setup): their number may
 	// come from the first batch's size.
-	t := &Torch{cfg: cfg, ln: ln, fd: -1, free: make(chan int, max(cfg.Slots, MaxAutoSlots))}
+	t := &Torch{cfg: cfg, ln: ln, fd: -1, free: make(chan int, max(cfg.Slots, MaxAutoSlots)), next: make(chan EpochRequest, 1)}
 	t.gone, t.setGone = context.WithCancelCause(context.Background())
 	return t, nil
 }
@@ -241,7 +246,7 @@ func (t *Torch) setup(n int64, what string) error {
 // types (hello, batch, end, error) are refused.
 func (t *Torch) Announce(ctx context.Context, kind string, v any) error {
 	switch kind {
-	case "", "hello", "batch", "end", "error", "release", "close":
+	case "", "hello", "batch", "end", "error", "release", "close", "next":
 		return fmt.Errorf("sink torch: announce: %q is not a free message type", kind)
 	}
 	if err := t.Accept(ctx); err != nil {
@@ -467,6 +472,17 @@ func (t *Torch) readLoop() {
 				t.setGone(err)
 				return
 			}
+		case "next":
+			if m.Epoch < 0 || m.Start < 0 {
+				t.setGone(fmt.Errorf("sink torch: the Python consumer asked for epoch %d from %d: want non-negative numbers", m.Epoch, m.Start))
+				return
+			}
+			select {
+			case t.next <- EpochRequest{Epoch: m.Epoch, Start: m.Start}:
+			default:
+				t.setGone(errors.New("sink torch: the Python consumer asked for the next epoch twice before it began"))
+				return
+			}
 		case "close":
 			// The consumer waits for the connection to close before it closes its
 			// end (else the kernel resets the connection over the batches it did not
@@ -480,6 +496,24 @@ func (t *Torch) readLoop() {
 			t.setGone(fmt.Errorf("sink torch: unknown message %q from the Python consumer", m.T))
 			return
 		}
+	}
+}
+
+// Next waits for the consumer to ask for the next epoch (a "next" message,
+// which python/psiflow's DataLoader sends at the start of each iteration after
+// the first) and returns what it asked for. It fails when the consumer is
+// gone ([ErrConsumerClosed] when it closed on purpose) or ctx ends.
+func (t *Torch) Next(ctx context.Context) (EpochRequest, error) {
+	if err := t.Accept(ctx); err != nil {
+		return EpochRequest{}, err
+	}
+	select {
+	case r := <-t.next:
+		return r, nil
+	case <-t.gone.Done():
+		return EpochRequest{}, context.Cause(t.gone)
+	case <-ctx.Done():
+		return EpochRequest{}, ctx.Err()
 	}
 }
 

@@ -39,6 +39,9 @@ func (t *Torch) Accept(context.Context) error { return errTorchLinux }
 // Announce fails.
 func (t *Torch) Announce(context.Context, string, any) error { return errTorchLinux }
 
+// Next fails.
+func (t *Torch) Next(context.Context) (EpochRequest, error) { return EpochRequest{}, errTorchLinux }
+
 // Consume fails.
 func (t *Torch) Consume(context.Context, *tensor.Batch) error { return errTorchLinux }
 

@@ -32,6 +32,24 @@ type BufferProvider interface {
 	Regions() [][]byte
 }
 
+// Revocable is a [BufferProvider] that may ask the readers which registered its
+// Regions with their rings to unregister them before the readers close (a paused
+// loader giving its pinned memory back within an epoch). A reader of
+// [Files.Samples] whose ring registered the regions waits until Revoked is
+// closed and no read of its is in flight, unregisters the ring's buffers and calls
+// Unregistered; it goes on reading into the provider's buffers, without fixed
+// buffers. Regions should return nothing once revoked, so that a reader made
+// later does not register them.
+type Revocable interface {
+	BufferProvider
+	// Revoked returns a channel closed once the regions are to be unregistered;
+	// nil while there is nothing to revoke.
+	Revoked() <-chan struct{}
+	// Unregistered is called once by each reader that unregistered the regions
+	// after Revoked was closed.
+	Unregistered()
+}
+
 // ErrClosed is returned by operations on a closed Pool or Reader.
 var ErrClosed = errors.New("source: closed")
 

@@ -311,12 +311,35 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 		// answer does not hold back the ones done before it.
 		reapMax = 1
 	}
+	// revoked is closed when the provider asks the readers to unregister its
+	// regions (Revocable): done here once no read is in flight, then nil.
+	var revoked <-chan struct{}
+	rev, _ := opts.Buffers.(Revocable)
+	if fr, ok := reader.(fixedReader); ok && rev != nil && fr.FixedBuffers() {
+		revoked = rev.Revoked()
+	}
+	// idle is revoked while no read is in flight (nil otherwise): a select on it
+	// unregisters.
+	idle := func() <-chan struct{} {
+		if revoked == nil || reader.InFlight() > 0 {
+			return nil
+		}
+		return revoked
+	}
+	unregister := func() {
+		revoked = nil
+		if ok, err := reader.(fixedReader).UnregisterFixed(); ok && err == nil {
+			rev.Unregistered()
+		}
+	}
 	open := true
 	for {
 		for len(fifo) > 0 && fifo[0].done {
 			select {
 			case out <- *fifo[0]:
 				fifo = fifo[1:]
+			case <-idle():
+				unregister()
 			case <-ctx.Done():
 				return
 			}
@@ -335,6 +358,9 @@ func (it *fileIter) work(ctx context.Context, jobs <-chan fileJob, out chan<- fi
 				select {
 				case job, ok = <-jobs:
 					got = true
+				case <-idle():
+					unregister()
+					continue
 				case <-ctx.Done():
 					return
 				}

@@ -41,6 +41,15 @@ func (r *observedReader) Cancel() bool {
 	return ok && c.Cancel()
 }
 
+// UnregisterFixed unregisters the reader's fixed buffers where it has some.
+func (r *observedReader) UnregisterFixed() (bool, error) {
+	u, ok := r.Reader.(fixedReader)
+	if !ok {
+		return false, nil
+	}
+	return u.UnregisterFixed()
+}
+
 func (r *observedReader) Submit(req Request) error {
 	req.Tag = &observedTag{tag: req.Tag, start: time.Now()}
 	if err := r.Reader.Submit(req); err != nil {

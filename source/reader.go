@@ -13,6 +13,13 @@ import (
 // then complete through Reap.
 type canceller interface{ Cancel() bool }
 
+// fixedReader is a reader that may read into buffers registered with its ring
+// (io_uring), and can drop them before it closes ([Revocable]).
+type fixedReader interface {
+	FixedBuffers() bool
+	UnregisterFixed() (bool, error)
+}
+
 // WaitReporter is implemented by iterators that can say which files their
 // readers are waiting for (file datasets): a caller that gives up on a
 // read the storage does not answer names them.

@@ -117,6 +117,23 @@ func (r *uringReader) FixedBuffers() bool { return len(r.regions) > 0 }
 
 func (r *uringReader) InFlight() int { return r.inflight }
 
+// UnregisterFixed unregisters the ring's fixed buffers once no read is in flight
+// (see [Revocable]); later reads into the same memory are plain reads. It reports
+// whether buffers were registered.
+func (r *uringReader) UnregisterFixed() (bool, error) {
+	if len(r.regions) == 0 || r.closed {
+		return false, nil
+	}
+	if r.inflight > 0 {
+		return false, fmt.Errorf("source: unregister fixed buffers with %d reads in flight", r.inflight)
+	}
+	if err := r.ring.UnregisterBuffers(); err != nil {
+		return false, fmt.Errorf("source: %w", err)
+	}
+	r.regions = nil
+	return true, nil
+}
+
 func (r *uringReader) Open(path string) (*File, error) {
 	if r.closed {
 		return nil, ErrClosed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -172,5 +173,64 @@ func BenchmarkCollate(b *testing.B) {
 				bt.Release()
 			}
 		})
+	}
+}
+
+// TestCollateNormalize: uint8 samples with a normalisation table collate
+// into a float32 batch of the table's values, into lent memory (sized for
+// float32) and into the pooled buffers alike; a batch mixing them with plain
+// samples, or a table that does not fit the tensor, is an error naming the
+// sample.
+func TestCollateNormalize(t *testing.T) {
+	lut := make([][256]float32, 3)
+	for c := range lut {
+		for v := range 256 {
+			lut[c][v] = float32(c*1000+v) / 7
+		}
+	}
+	const h, w = 4, 5
+	make3 := func(n int) []*Sample {
+		ss := samples(n, Uint8, 3*h*w)
+		for _, s := range ss {
+			s.Tensor.Shape, s.Normalize = []int{3, h, w}, lut
+		}
+		return ss
+	}
+	for _, r := range []*ring{newRing(2, 4*4*3*h*w), nil} {
+		ss := make3(4)
+		var b Batch
+		var dest Destination
+		if r != nil {
+			dest = r
+		}
+		if err := collateTo(context.Background(), &b, ss, dest); err != nil {
+			t.Fatal(err)
+		}
+		if b.Tensor.DType != Float32 || !slices.Equal(b.Tensor.Shape, []int{4, 3, h, w}) || len(b.Tensor.F32) != 4*3*h*w {
+			t.Fatalf("batch %v %v, %d float32 values", b.Tensor.DType, b.Tensor.Shape, len(b.Tensor.F32))
+		}
+		for i, s := range ss {
+			for j, v := range s.Tensor.U8 {
+				c := j / (h * w)
+				if got := b.Tensor.F32[i*3*h*w+j]; got != lut[c][v] {
+					t.Fatalf("sample %d value %d (channel %d, byte %d): %v, want %v", i, j, c, v, got, lut[c][v])
+				}
+			}
+		}
+		if r != nil && unsafe.Pointer(unsafe.SliceData(b.Tensor.F32)) != unsafe.Pointer(unsafe.SliceData(r.mem[r.slot:])) {
+			t.Fatal("the float32 batch is not in the lent slot")
+		}
+		b.Release()
+	}
+	mixed := make3(3)
+	mixed[1].Normalize = nil
+	var b Batch
+	if err := collate(&b, mixed); err == nil || !strings.Contains(err.Error(), "s1") {
+		t.Fatalf("mixed batch: %v", err)
+	}
+	bad := make3(2)
+	bad[0].Normalize = lut[:2]
+	if err := collate(&b, bad); err == nil || !strings.Contains(err.Error(), "s0") || !strings.Contains(err.Error(), "2 channels") {
+		t.Fatalf("a 2-channel table on 3 channels: %v", err)
 	}
 }

@@ -948,3 +948,47 @@ func TestRegisteredPoolIsNeverTrimmed(t *testing.T) {
 		t.Fatal("an arena accepted Registered")
 	}
 }
+
+// TestUnregisteredPoolReleasesFreeChunks: once Unregister says nothing registered
+// writes into its free chunks, a registered pool gives them back like any pool
+// (a paused loader returning its read pool), keeps what is leased, and no longer
+// hands out its region.
+func TestUnregisteredPoolReleasesFreeChunks(t *testing.T) {
+	u := newTestUMA(t, testConfig())
+	cs := u.ChunkSize()
+	reg, err := u.NewPool("registered", 4*cs, ArenaOptions{Registered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	held, err := reg.Alloc(context.Background(), int(cs), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(held.Bytes(), "held")
+	l, err := reg.Alloc(context.Background(), int(2*cs), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	if n, err := reg.ReleaseFree(); n != 0 || err != nil {
+		t.Fatalf("registered pool released %d bytes (%v) before Unregister", n, err)
+	}
+	if !reg.Unregister() {
+		t.Fatal("Unregister of a registered pool reported it was not registered")
+	}
+	if reg.Unregister() {
+		t.Fatal("a second Unregister reported the pool registered")
+	}
+	if _, err := reg.Region(); err == nil {
+		t.Fatal("an unregistered pool handed out its region for registration")
+	}
+	n, err := reg.ReleaseFree()
+	if err != nil || n != 3*cs {
+		t.Fatalf("ReleaseFree after Unregister = %d, %v; want the 3 free chunks (%d bytes)", n, err, 3*cs)
+	}
+	if string(held.Bytes()[:4]) != "held" {
+		t.Fatalf("the leased chunk changed: %q", held.Bytes()[:4])
+	}
+	held.Release()
+}

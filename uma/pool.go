@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -25,8 +26,9 @@ type Pool struct {
 	raw  int             // live AllocBytes allocations
 	used int64           // bytes allocated
 	wait chan struct{}   // closed when memory is freed
-	// registered: the memory may be registered with a device; never trimmed.
-	registered bool
+	// registered: the memory may be registered with a device; never trimmed
+	// (until Unregister).
+	registered atomic.Bool
 }
 
 // NewPool maps a pool of size bytes named name.
@@ -37,7 +39,8 @@ func (u *UMA) NewPool(name string, size int64, opts ArenaOptions) (*Pool, error)
 	if opts.Registered && opts.PreemptWithoutSource {
 		return nil, fmt.Errorf("uma: pool %q: registered memory cannot be preempted (PreemptWithoutSource)", name)
 	}
-	p := &Pool{live: map[int64]int64{}, registered: opts.Registered}
+	p := &Pool{live: map[int64]int64{}}
+	p.registered.Store(opts.Registered)
 	a, err := u.newArena(name, size, opts, p)
 	if err != nil {
 		return nil, err
@@ -53,11 +56,21 @@ func (u *UMA) NewPool(name string, size int64, opts ArenaOptions) (*Pool, error)
 // any other pool may give its memory back to the kernel, which would break
 // a registration.
 func (p *Pool) Region() ([]byte, error) {
-	if !p.registered {
-		return nil, fmt.Errorf("uma: pool %q was not made with ArenaOptions.Registered: its memory may be trimmed, so it must not be registered", p.a.name)
+	if !p.registered.Load() {
+		return nil, fmt.Errorf("uma: pool %q was not made with ArenaOptions.Registered, or was unregistered: its memory may be trimmed, so it must not be registered", p.a.name)
 	}
 	return p.a.mem[:p.a.size:p.a.size], nil
 }
+
+// Unregister declares that no new registration of the pool's memory will be
+// made and that nothing registered writes into its free chunks any longer: from
+// then on [Pool.Trim] and [Pool.ReleaseFree] give its free chunks back like any
+// pool's, and [Pool.Region] fails. Call it once whoever registered the region
+// writes only into the chunks it leased (a ring that still has the region
+// registered keeps its pages pinned and charged until it unregisters, but
+// without a mapping here once released). It reports whether the pool was
+// registered until now.
+func (p *Pool) Unregister() bool { return p.registered.Swap(false) }
 
 // Arena is the pool's arena (for its ledger records and Close).
 func (p *Pool) Arena() *Arena { return p.a }
@@ -279,7 +292,7 @@ func (p *Pool) trim(now bool) (int64, error) {
 	if err := a.checkOpenLocked(op); err != nil {
 		return 0, err
 	}
-	if p.registered {
+	if p.registered.Load() {
 		return 0, nil // registered memory must stay where the device pinned it
 	}
 	var n int64

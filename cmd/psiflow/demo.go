@@ -125,10 +125,15 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 				err = nil // the Python consumer stopped: a clean end
 			}
 			cerr := out.Close(err)
-			if err == nil {
+			var nw *sink.NotWrittenError
+			switch {
+			case err == nil:
 				err = cerr
+			case errors.As(cerr, &nw):
+				// The stop or the failure cost the sink's output: say which.
+				err = errors.Join(err, cerr)
 			}
-			nothingKept = errors.Is(cerr, sink.ErrNothingKept)
+			nothingKept = errors.Is(cerr, sink.ErrNothingKept) && nw == nil
 		}
 		if err == nil {
 			printEpochs(stdout, sum.Epochs, p.Resource.Cache != "off")
@@ -250,7 +255,7 @@ func printDemoSummary(w io.Writer, s demo.Summary) {
 	fmt.Fprintf(w, "\n%d samples in %d batches in %.2fs%s; peak budget in use %s\n\n",
 		s.Items, s.Batches, sec, rates, bytesize.Human(s.Peak))
 	if s.Skipped > 0 {
-		fmt.Fprintf(w, "%d bad samples skipped (each named on standard error)\n\n", s.Skipped)
+		fmt.Fprintf(w, "%d bad samples skipped: %d at read, %d at decode (each named on standard error)\n\n", s.Skipped, s.ReadSkipped, s.DecodeSkipped)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "STAGE\tKIND\tWORKERS\tIN\tOUT\tBYTES OUT\tBUSY s\tWAIT IN s\tWAIT OUT s\t")

@@ -14,6 +14,7 @@ import (
 	"github.com/psiflow/psiflow/internal/stopsig"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/reexec"
+	"github.com/psiflow/psiflow/sink"
 )
 
 // command is one launcher subcommand.
@@ -92,6 +93,11 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 			// context, and ends with 128 + its number, as a shell reports a
 			// process the signal killed (what job schedulers look for).
 			fmt.Fprintf(stderr, "psiflow %s: %v\n", c.name, sig)
+			var nw *sink.NotWrittenError
+			if errors.As(err, &nw) {
+				// What the stop cost: a file sink removed this run's output.
+				fmt.Fprintf(stderr, "psiflow %s: %v\n", c.name, nw)
+			}
 			return sig.ExitCode()
 		}
 		if errors.As(err, &st) && st.err == nil {

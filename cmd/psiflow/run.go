@@ -120,11 +120,14 @@ func runRun(ctx context.Context, stdout io.Writer, args []string) error {
 		fmt.Fprintln(stdout, "\nstopped; what ran until then:")
 	}
 	printDemoSummary(stdout, sum)
-	if errors.Is(err, sink.ErrNothingKept) {
+	var nw *sink.NotWrittenError
+	if errors.Is(err, sink.ErrNothingKept) && !errors.As(err, &nw) {
 		fmt.Fprint(stdout, notKept)
 	}
 	if stopped {
-		return errStopped
+		// err still carries what the stop cost (a file sink's NotWrittenError),
+		// which dispatch says after the signal.
+		return errors.Join(errStopped, err)
 	}
 	return err
 }

@@ -31,6 +31,8 @@ type serveConfig struct {
 	keys          bool
 	acceptTimeout time.Duration
 	plan          bool
+	// consumerEpochs: after each epoch, the consumer asks for the next one.
+	consumerEpochs bool
 	// p is the image pipeline (pipelines/imagefolder.yaml with the flags as
 	// overrides), nil with -synthetic; process and option come with its flags.
 	p       *pipelines.Pipeline
@@ -51,6 +53,7 @@ func parseServe(args []string) (serveConfig, error) {
 	fs.BoolVar(&c.keys, "keys", false, "send each sample's file path with the batch")
 	flagval.DurationVar(fs, &c.acceptTimeout, "accept-timeout", time.Minute, time.Millisecond, 24*time.Hour, "give up when no consumer connects within this time")
 	fs.BoolVar(&c.plan, "plan", false, "send each epoch's plan (samples, rank's share, start) before its batches, as a \"plan\" message (python/psiflow's DataLoader asks for it)")
+	fs.BoolVar(&c.consumerEpochs, "consumer-epochs", false, "after each epoch, send \"epoch_end\" and wait for the consumer to ask for the next one (its number and start) instead of running -epochs; the run ends when the consumer closes (python/psiflow's DataLoader runs all its epochs over one psiflow serve this way, its sample cache and shared ring with them)")
 	flagval.IntVar(fs, &c.synthetic, "synthetic", 0, 0, 1<<30, "serve this many synthetic batches of known bytes instead of a folder (for tests)")
 	shape := fs.String("shape", "4,3,8,8", "with -synthetic: batch shape (samples first), uint8")
 	flagval.IntVar(fs, &c.failAfter, "fail-after", 0, 0, 1<<30, "with -synthetic: fail after this many batches (tests the error path)")
@@ -164,6 +167,21 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 				Start: sh.Start, Count: sh.Count, DropLast: sh.DropLast, Shuffle: src.Bool("shuffle"), Seed: uint64(src.Int("seed")), BatchSize: batch})
 		}
 	}
+	if c.consumerEpochs {
+		epoch := c.p.StartEpoch
+		hooks.Next = func(ctx context.Context) (int, int64, bool, error) {
+			sent, _ := t.Counts()
+			if err := t.Announce(ctx, "epoch_end", serveEpochEnd{Epoch: epoch, Batches: sent}); err != nil {
+				return 0, 0, false, err
+			}
+			r, err := t.Next(ctx)
+			if err != nil {
+				return 0, 0, false, err
+			}
+			epoch = r.Epoch
+			return r.Epoch, r.Start, true, nil
+		}
+	}
 	sum, err := pipelines.Run(ctx, c.p, hooks)
 	if sec := sum.Elapsed.Seconds(); sec > 0 {
 		fmt.Fprintf(stdout, "psiflow serve: %d samples in %d batches, %.1f s, %.0f samples/s\n", sum.Items, sum.Batches, sec, float64(sum.Items)/sec)
@@ -189,6 +207,13 @@ type servePlan struct {
 	Shuffle   bool   `json:"shuffle"`
 	Seed      uint64 `json:"seed"`
 	BatchSize int    `json:"batch_size"`
+}
+
+// serveEpochEnd is the "epoch_end" message of -consumer-epochs: the epoch
+// whose batches were all sent, and the batches sent so far in the run.
+type serveEpochEnd struct {
+	Epoch   int   `json:"epoch"`
+	Batches int64 `json:"batches"`
 }
 
 // serveSynthetic sends c.synthetic batches whose byte j of sample i (counted

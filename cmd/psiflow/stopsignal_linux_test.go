@@ -172,3 +172,87 @@ func TestSummaryOfAFailedFileSink(t *testing.T) {
 		t.Fatalf("the folder holds %v (%v)", ents, err)
 	}
 }
+
+// TestStoppedSinkSaysWhatWasNotWritten stops, with SIGTERM, a run whose batches go
+// to a Parquet folder or an Arrow file, once the sink's temporary file is there:
+// the sink removes this run's output (a run that did not finish leaves nothing
+// half-written), and psiflow says so in one line naming the destination, after
+// the signal's line (it used to remove it silently), and exits 143.
+func TestStoppedSinkSaysWhatWasNotWritten(t *testing.T) {
+	data := genFolder(t, 40)
+	for _, tc := range []struct {
+		name string
+		args func(dest string) []string
+		kind string
+		file bool // dest is a file (Arrow), else a folder (Parquet)
+	}{
+		{"demo parquet", func(dest string) []string {
+			return []string{"demo", "-data", data, "-epochs", "100000", "-sink", "parquet:" + dest}
+		}, "parquet", false},
+		{"demo arrow", func(dest string) []string {
+			return []string{"demo", "-data", data, "-epochs", "100000", "-sink", "arrow:" + dest}
+		}, "arrow", true},
+		{"run parquet", func(dest string) []string {
+			file := filepath.Join(filepath.Dir(dest), "p.yaml")
+			yaml := "name: pq\nepochs: 100000\nsource: {kind: files, name: read, config: {dir: \"" + data + "\"}}\n" +
+				"stages:\n  - {kind: decode, config: {label: folder, resize: 32, center_crop: 32}}\n  - {kind: batch, config: {size: 8}}\n  - collate\n" +
+				"sink: {kind: parquet, name: out, config: {dir: \"" + dest + "\"}}\n"
+			if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"run", file}
+		}, "parquet", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			dest := filepath.Join(dir, "out")
+			where := dest // the folder the sink writes its temporary files in
+			if tc.file {
+				where = dir
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			l := startLauncher(t, ctx, tc.args(dest)...)
+			go func() { // the launcher's stdout must be read for it to go on
+				for line := range l.lines {
+					_ = line
+				}
+			}()
+			// Wait (bounded) for the sink's hidden temporary file: a batch is in it.
+			temp := func() bool {
+				ents, _ := os.ReadDir(where)
+				for _, e := range ents {
+					if strings.Contains(e.Name(), ".tmp-") {
+						return true
+					}
+				}
+				return false
+			}
+			for deadline := time.Now().Add(2 * time.Minute); !temp(); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no temporary file of the sink after 2 minutes:\n%s", l.stderr.String())
+				}
+			}
+			if err := l.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			code := l.wait(t)
+			stderr := l.stderr.String()
+			want := "sink " + tc.kind + ": " + dest + " was not written: the run did not finish"
+			if code != 143 || strings.Count(stderr, want) != 1 || strings.Count(stderr, "stopped by SIGTERM") != 1 {
+				t.Fatalf("exit %d, want 143 with one line %q and one saying SIGTERM:\n%s", code, want, stderr)
+			}
+			if tc.file {
+				if _, err := os.Lstat(dest); !os.IsNotExist(err) {
+					t.Errorf("the Arrow file is there (%v)", err)
+				}
+			}
+			ents, _ := os.ReadDir(where)
+			for _, e := range ents {
+				if strings.Contains(e.Name(), ".tmp-") || strings.HasSuffix(e.Name(), ".parquet") || strings.HasSuffix(e.Name(), ".arrow") {
+					t.Errorf("left behind: %s", e.Name())
+				}
+			}
+		})
+	}
+}

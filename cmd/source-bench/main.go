@@ -24,6 +24,7 @@ var (
 	bigMiB     = flag.Int("big", 1024, "size of the large file in MiB")
 	smallCount = flag.Int("small", 4000, "number of small files")
 	casesFlag  = flag.String("cases", "cached,direct,small,cache", "cases to run, comma-separated: cached, direct, small, cache")
+	onlyFlag   = flag.String("only", "", "run only the contenders whose name contains this text (empty: all; for profiling one reader)")
 )
 
 // want reports whether the case named name was asked for (-cases).
@@ -212,6 +213,9 @@ func cacheCase(big string, bigSize int64, smallPaths []string, smallBytes int64)
 
 // rotate runs every contender once per round, rotating the order each round.
 func rotate(title string, cs []contender) ([]*result, error) {
+	if *onlyFlag != "" {
+		cs = slices.DeleteFunc(slices.Clone(cs), func(c contender) bool { return !strings.Contains(c.name, *onlyFlag) })
+	}
 	res := make([]*result, len(cs))
 	for i, c := range cs {
 		res[i] = &result{name: c.name}

@@ -9,14 +9,18 @@ import (
 
 // Summary is the result of a pipeline run.
 type Summary struct {
-	Items   int64             // samples delivered to the consumer
-	Batches int64             // batches delivered
-	Bytes   int64             // payload bytes read or generated
-	Elapsed time.Duration     // wall time of the whole run
-	Peak    int64             // most budget bytes in use at once
-	Skipped int64             // samples dropped under a skip policy, over all runs
-	Stages  []flow.StageStats // per-stage counters of the last graph run
-	Epochs  []Epoch           // one per pass over the data, where the pipeline has epochs
+	Items   int64         // samples delivered to the consumer
+	Batches int64         // batches delivered
+	Bytes   int64         // payload bytes read or generated
+	Elapsed time.Duration // wall time of the whole run
+	Peak    int64         // most budget bytes in use at once
+	Skipped int64         // samples dropped under a skip policy, over all runs: ReadSkipped + DecodeSkipped
+	// ReadSkipped counts the inputs the sources skipped (a file gone or cut
+	// short, a shard's rest, a tar member); DecodeSkipped those the stages after
+	// them skipped (images that failed to decode under on_error: skip).
+	ReadSkipped, DecodeSkipped int64
+	Stages                     []flow.StageStats // per-stage counters of the last graph run
+	Epochs                     []Epoch           // one per pass over the data, where the pipeline has epochs
 }
 
 // Epoch is what one pass over the data delivered.

@@ -91,6 +91,9 @@ class Client:
         self._done = False
         self.batches = 0
         self.plan = None  # the last "plan" message's info (psiflow serve's epoch plan)
+        # psiflow serve -consumer-epochs ended an epoch ("epoch_end"): the
+        # iteration stopped, and next_epoch asks for another one
+        self.epoch_ended = False
         self._connect(connect_timeout)
 
     # -- connection -------------------------------------------------------
@@ -192,7 +195,7 @@ class Client:
         if self.auto_release and self._last is not None:
             self._last.release()
             self._last = None
-        if self._done:
+        if self._done or self.epoch_ended:
             raise StopIteration
         if self._mm is not None and len(self._held) >= self.slots:
             raise PsiflowError("all %d slots are held by this process: release a batch before asking for the next" % self.slots)
@@ -217,10 +220,27 @@ class Client:
             if t == "end":
                 self._hang_up()
                 raise StopIteration
+            if t == "epoch_end":
+                self.epoch_ended = True
+                raise StopIteration
             if t == "error":
                 self._hang_up()
                 raise PsiflowError(m.get("message", "psiflow failed"))
             raise PsiflowError("unknown message %r from psiflow" % t)
+
+    def next_epoch(self, epoch, start=0):
+        """After an "epoch_end" (psiflow serve -consumer-epochs), asks for
+        epoch ``epoch`` from global offset ``start``; iterating again yields
+        its batches (wait_plan returns its plan)."""
+        if not self.epoch_ended or self._done:
+            raise PsiflowError("next_epoch: psiflow has not ended an epoch on this connection")
+        try:
+            self._sock.send(b'{"t":"next","epoch":%d,"start":%d}' % (epoch, start))
+        except OSError as e:
+            why = self._alive(wait=True) if self._alive is not None else None
+            raise PsiflowError(why or "connection to psiflow lost between epochs: %s" % e) from e
+        self.epoch_ended = False
+        self.plan = None
 
     def wait_plan(self):
         """Returns the epoch's plan, waiting for it when it has not come yet

@@ -150,7 +150,7 @@ class DataLoader:
     tensors: "auto" (torch tensors when torch imports, else numpy), "torch", "numpy".
     pin_memory: as PyTorch's: batches in page-locked memory, so that
     ``x.cuda(non_blocking=True)`` is an asynchronous DMA. psiflow registers its
-    shared-memory ring with CUDA once per epoch (cudaHostRegister) instead of
+    shared-memory ring with CUDA once per psiflow serve (cudaHostRegister) instead of
     copying each batch into pinned memory: the copy to the GPU reads the bytes
     psiflow wrote. A slot goes back to psiflow only after the copies enqueued
     from it (on the current stream) have completed. Without CUDA it warns, as
@@ -166,7 +166,11 @@ class DataLoader:
     epochs). It has no plan: len(), set_epoch and state_dict are for root=.
 
     Iterating runs one epoch; without set_epoch the next iteration runs the next
-    epoch. Each batch is a view of shared memory, valid until the next batch is
+    epoch. One psiflow serve runs every epoch of the loader: between epochs it
+    waits, its ring and its sample cache (serve_args=["-cache", "decoded"])
+    kept, for the next iteration to ask for its epoch (set_epoch and
+    load_state_dict choose which); an iteration left before its epoch's end
+    stops it, and the next one starts another. close() stops it. Each batch is a view of shared memory, valid until the next batch is
     asked for: copy (or move to the GPU) what must outlive the step.
     state_dict() and load_state_dict() resume exactly, as torchdata's
     StatefulDataLoader, also under another world size.
@@ -220,8 +224,9 @@ class DataLoader:
         self._resume = None      # global offset to resume self._epoch at (load_state_dict)
         self._plan = None        # the last plan psiflow sent (samples, rank, world size, ...)
         self._consumed = None    # global offset reached in self._epoch, None before it starts
-        self._loader = None      # a psiflow serve started for the next iteration (len())
-        self._loader_at = None   # its (epoch, start)
+        self._serve = None       # the psiflow serve of this loader's epochs (client.Loader), or None
+        self._serve_at = None    # the (epoch, start) it runs; None: idle, its last epoch ended
+        self._serve_fresh = False  # no batch of that epoch was taken yet (started by len())
         self._state_samples = None  # the dataset size a loaded state is for
         self._running = None
 
@@ -262,7 +267,7 @@ class DataLoader:
         self._bin = _binary.find(psiflow_bin)
         self._torch = _want_torch(tensors)
         self._running = None
-        self._loader = None
+        self._serve, self._serve_at, self._serve_fresh = None, None, False
 
     def _iterate_pipeline(self):
         loader = Loader(psiflow_bin=self._bin, pipeline=self._pipeline, args=self._sets, slots=self.prefetch,
@@ -308,8 +313,10 @@ class DataLoader:
     def _serve_cmd(self, epoch, start):
         # -ordered: batches hold the epoch's order exactly, so the samples
         # delivered are always a prefix of the rank's share and the position
-        # (a count) resumes exactly.
-        args = ["-batch", str(self.batch_size), "-epochs", "1", "-epoch", str(epoch), "-start", str(start),
+        # (a count) resumes exactly. -consumer-epochs: after each epoch psiflow
+        # serve waits for the next iteration to ask for its (epoch, start), so
+        # one process, its sample cache and its ring serve every epoch.
+        args = ["-batch", str(self.batch_size), "-consumer-epochs", "-epoch", str(epoch), "-start", str(start),
                 "-seed", str(self.seed), "-ordered", "-plan"]
         if self.shuffle:
             args.append("-shuffle")
@@ -324,36 +331,51 @@ class DataLoader:
         return args + self._transform + self._serve_args
 
     def _start(self):
-        """psiflow serve for the next iteration, and its plan."""
+        """The psiflow serve running the next iteration's epoch, its plan in
+        self._plan: the one started for it by len(), else the one that ended
+        the last epoch, asked for this one, else a new one."""
         epoch, start = self._epoch, self._resume or 0
-        if self._loader is not None and self._loader_at == (epoch, start):
-            loader, self._loader = self._loader, None
-            return loader
-        self._drop_prefetched()
-        pin = _pin.CudaPin(_torch_module(), self.device) if self._pinning else None
-        loader = Loader(data=self.root, psiflow_bin=self._bin, args=self._serve_cmd(epoch, start),
-                        slots=self.prefetch, torch=self._torch, start_timeout=self.start_timeout, pin=pin)
+        serve = self._serve
+        if serve is not None and self._serve_at is not None:
+            if not (self._serve_fresh and self._serve_at == (epoch, start)):
+                # In the middle of another epoch (or at its start, for len()):
+                # its batches are on their way, so it cannot change course.
+                self._drop_serve()
+                serve = None
         try:
-            plan = loader.client.wait_plan()
+            if serve is None:
+                pin = _pin.CudaPin(_torch_module(), self.device) if self._pinning else None
+                serve = Loader(data=self.root, psiflow_bin=self._bin, args=self._serve_cmd(epoch, start),
+                               slots=self.prefetch, torch=self._torch, start_timeout=self.start_timeout, pin=pin)
+                self._serve = serve
+            elif self._serve_at is None:
+                serve.client.next_epoch(epoch, start)  # idle between epochs: one process for all of them
+            plan = serve.client.wait_plan()
             if plan.get("epoch") != epoch or plan.get("start") != start:
                 raise PsiflowError("psiflow planned epoch %r from %r, asked for epoch %d from %d"
                                    % (plan.get("epoch"), plan.get("start"), epoch, start))
             self._check_samples(plan)
         except BaseException:
-            loader.close()
+            if self._serve is serve:
+                self._drop_serve()
+            elif serve is not None:
+                serve.close()
             raise
         self._plan = plan
-        return loader
+        self._serve_at, self._serve_fresh = (epoch, start), True
+        return serve
 
     def _check_samples(self, plan):
         want = self._state_samples
         if want is not None and plan["samples"] != want:
             raise PsiflowError("the loaded state is for %d samples, %s has %d now" % (want, self.root, plan["samples"]))
 
-    def _drop_prefetched(self):
-        if self._loader is not None:
-            self._loader.close()
-            self._loader = None
+    def _drop_serve(self):
+        """Stops the psiflow serve this loader holds, if any; returns its exit status."""
+        serve, self._serve, self._serve_at = self._serve, None, None
+        if serve is not None:
+            return serve.close()
+        return None
 
     # -- the PyTorch vocabulary ----------------------------------------------
     def __len__(self):
@@ -361,8 +383,7 @@ class DataLoader:
         resumed epoch delivers fewer)."""
         self._no_plan("len()")
         if self._plan is None:
-            self._loader = self._start()
-            self._loader_at = (self._plan["epoch"], self._plan["start"])
+            self._start()
         p = self._plan
         count = rank_count(p["samples"], p["world_size"], self.drop_last)
         return count // self.batch_size if self.drop_last else -(-count // self.batch_size)
@@ -375,7 +396,6 @@ class DataLoader:
             raise ValueError("set_epoch(%r): want a non-negative integer" % (epoch,))
         if epoch != self._epoch:
             self._epoch, self._resume, self._consumed = epoch, None, None
-            self._drop_prefetched()
 
     @property
     def epoch(self):
@@ -391,6 +411,7 @@ class DataLoader:
 
     def _iterate(self):
         loader = self._start()
+        self._serve_fresh = False
         plan = self._plan
         epoch, start = plan["epoch"], plan["start"]
         self._resume = None
@@ -416,9 +437,15 @@ class DataLoader:
                     yield data, labels
             finished = True
         finally:
-            rc = loader.close()
+            idle = finished and loader.client.epoch_ended and self._serve is loader
+            if idle:
+                self._serve_at = None  # it waits for the next iteration's epoch
+            elif self._serve is loader:
+                rc = self._drop_serve()
+            else:
+                rc = loader.close()
         if finished:
-            if rc != 0:
+            if not idle and rc != 0:
                 raise PsiflowError("psiflow serve exited with status %s: %s" % (rc, loader.stderr().strip()[-2000:]))
             self._epoch, self._consumed = epoch + 1, None
 
@@ -452,7 +479,6 @@ class DataLoader:
         if self._running is not None:
             self._running.close()
             self._running = None
-        self._drop_prefetched()
         # A finished epoch (consumed at or past its end) resumes as an empty
         # iteration, then the next epoch: as an uninterrupted run would go on.
         self._state_samples = state.get("samples")
@@ -463,7 +489,7 @@ class DataLoader:
         if self._running is not None:
             self._running.close()
             self._running = None
-        self._drop_prefetched()
+        self._drop_serve()
 
     def __enter__(self):
         return self

@@ -141,6 +141,83 @@ class TestDataLoader(unittest.TestCase):
         self.assertEqual(keys_of(plain), files)
         self.assertEqual(keys_of(plain), files)
 
+    def test_one_serve_for_every_epoch(self):
+        files = folder_files()
+        dl = loader()
+        self.addCleanup(dl.close)
+        n = len(dl)  # starts psiflow serve for epoch 0
+        pid = dl._serve.proc.pid
+        epochs = []
+        for epoch in range(3):
+            keys = []
+            for _x, _y, k in dl:
+                self.assertEqual(dl._serve.proc.pid, pid, "epoch %d: another psiflow serve" % epoch)
+                keys += k
+            self.assertEqual(sorted(keys), files, "epoch %d: not every file exactly once" % epoch)
+            self.assertEqual(len(dl), n)
+            epochs.append(keys)
+        self.assertNotEqual(epochs[0], epochs[1])
+        self.assertNotEqual(epochs[1], epochs[2])
+        # The orders are those of a loader started at each epoch.
+        for epoch in range(3):
+            fresh = loader()
+            fresh.set_epoch(epoch)
+            self.assertEqual(keys_of(fresh), epochs[epoch], "epoch %d" % epoch)
+        # set_epoch and load_state_dict go back over the same process.
+        dl.set_epoch(1)
+        self.assertEqual(keys_of(dl), epochs[1])
+        it = iter(dl)
+        head = next(it)[2] + next(it)[2]
+        state = dl.state_dict()
+        for _ in it:
+            pass
+        dl.load_state_dict(state)
+        self.assertEqual(keys_of(dl), epochs[2][len(head):])
+        fresh = loader()
+        fresh.set_epoch(3)
+        self.assertEqual(keys_of(dl), keys_of(fresh), "the epoch after a resume")
+        self.assertEqual(dl._serve.proc.pid, pid)
+        # Leaving an epoch early stops psiflow serve; the next iteration starts another.
+        it = iter(dl)
+        next(it)
+        it.close()
+        self.assertIsNone(dl._serve)
+        self.assertEqual(sorted(keys_of(dl)), files)
+        self.assertNotEqual(dl._serve.proc.pid, pid)
+
+    def test_sample_cache_across_epochs(self):
+        # -cache decoded: epoch 1 comes from the cache the same process filled
+        # in epoch 0, the same pixels for every key, in epoch 1's order.
+        dl = loader(serve_args=["-cache", "decoded"])
+        self.addCleanup(dl.close)
+        first = pixels_by_key(dl)
+        pid = dl._serve.proc.pid
+        order = []
+        again = {}
+        for x, _y, keys in dl:
+            order += keys
+            for i, k in enumerate(keys):
+                again[k] = np.array(x[i])
+        self.assertEqual(dl._serve.proc.pid, pid)
+        self.assertEqual(sorted(again), folder_files())
+        fresh = loader()
+        fresh.set_epoch(1)
+        self.assertEqual(order, keys_of(fresh))
+        for k, v in first.items():
+            np.testing.assert_array_equal(v, again[k], err_msg="%s: other pixels from the cache" % k)
+
+    def test_serve_killed_between_epochs(self):
+        dl = loader()
+        self.addCleanup(dl.close)
+        keys_of(dl)
+        proc = dl._serve.proc
+        proc.kill()
+        proc.wait()
+        with self.assertRaisesRegex(psiflow.PsiflowError, "psiflow serve exited with status -9"):
+            keys_of(dl)
+        self.assertEqual(dl.state_dict()["epoch"], 1)
+        self.assertEqual(sorted(keys_of(dl)), folder_files())  # a new psiflow serve, the same epoch
+
     def test_ranks_share_each_epoch(self):
         files = folder_files()
         for world, drop in [(2, False), (3, False), (3, True)]:
@@ -322,6 +399,10 @@ class TestPipelineFile(unittest.TestCase):
         with self.assertRaisesRegex(psiflow.PsiflowError, "stages.9.size"):  # psiflow run's own message
             list(psiflow.DataLoader(pipeline=f, set={"source.dir": DATA, "stages.9.size": 2}, psiflow_bin=BIN,
                                     tensors="numpy"))
-        with self.assertRaisesRegex(psiflow.PsiflowError, "discard"):  # the file must end in a torch sink
+        # The file must end in a torch sink: psiflow run refuses it at once. The
+        # default start_timeout (60 s), not 10 s: on a loaded machine the refusal
+        # must not lose a race with the client's deadline (a run that waited
+        # instead would still fail here, with "no psiflow sink", not "discard").
+        with self.assertRaisesRegex(psiflow.PsiflowError, "discard"):
             list(psiflow.DataLoader(pipeline=self.file("discard"), set={"source.dir": DATA}, psiflow_bin=BIN,
-                                    tensors="numpy", start_timeout=10))
+                                    tensors="numpy"))

@@ -6,9 +6,10 @@ the python of a virtual environment holding the installed package:
         --redirects 1 --tee 1 python/tests/torchrun_worker.py DATA CKPT
 
 Each rank reads epochs 0-2 with a psiflow.DataLoader whose rank and world size
-come from torch.distributed (gloo on CPU). After every batch of epoch 2 it
-writes its loader's state_dict and the keys it has trained on to CKPT/rank<R>.json
-(atomically, as a training checkpoint would). On the first attempt rank 1 kills
+come from torch.distributed (gloo on CPU). At the start of epoch 2 (the ranks
+meet there: one that lagged would otherwise have nothing to resume from) and
+after every batch of it, it writes its loader's state_dict and the keys it has
+trained on to CKPT/rank<R>.json (atomically, as a training checkpoint would). On the first attempt rank 1 kills
 itself with SIGKILL after two batches of epoch 2; torchrun restarts the group,
 every rank loads its last checkpoint and completes the epoch. Rank 0 then checks,
 over all ranks: every file exactly once in each epoch, a different order in every
@@ -24,6 +25,14 @@ import torch.distributed as dist
 
 import psiflow  # the installed package, with its own binary
 import psiflow.loader
+
+
+def checkpoint(path, saved):
+    """Writes saved to path atomically, as a training checkpoint would."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(saved, f)
+    os.replace(tmp, path)
 
 
 def main():
@@ -45,8 +54,15 @@ def main():
                 assert images.shape[0] == labels.shape[0] == len(k)
                 keys += k
             epochs[epoch] = keys
-        saved = {"epochs": epochs, "trained": [], "state": None}
         start_epoch = 2
+        # Every rank checkpoints the start of epoch 2, then waits for the others:
+        # ranks run their epochs unsynchronised, and under load one can lag
+        # epochs behind; when rank 1 killed itself before that rank's first
+        # checkpoint, the restarted rank had none to load (FileNotFoundError).
+        loader.set_epoch(start_epoch)
+        saved = {"epochs": epochs, "trained": [], "state": loader.state_dict()}
+        checkpoint(mine, saved)
+        dist.barrier()
     else:
         with open(mine) as f:
             saved = json.load(f)
@@ -59,10 +75,7 @@ def main():
         for _images, _labels, k in loader:
             saved["trained"] += k
             saved["state"] = loader.state_dict()
-            tmp = mine + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(saved, f)
-            os.replace(tmp, mine)
+            checkpoint(mine, saved)
             batches += 1
             if attempt == 0 and rank == 1 and batches == 2:
                 print("rank 1: killing itself mid-epoch after %d batches" % batches, flush=True)

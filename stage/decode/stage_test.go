@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,5 +120,68 @@ func TestStageConfigErrors(t *testing.T) {
 	}
 	if _, err := NewStage[*item]("x", nil, StageConfig{Workers: 1}, getItem); err == nil {
 		t.Error("nil decoder accepted")
+	}
+}
+
+// TestStageCollateNormalizes: with CollateNormalizes the samples stay uint8
+// with the table, a quarter of the bytes, and collate makes the same float32
+// batches, bit for bit, as the stage normalising each sample itself (the
+// training transform: random resized crops and flips).
+func TestStageCollateNormalizes(t *testing.T) {
+	d := newDecoder(t, BackendAuto)
+	var released atomic.Int64
+	var items []*item
+	for i := range 9 {
+		data := encodeJPEG(t, synthRGB(70+i*5, 60+i*3, uint64(i), 6), 85)
+		items = append(items, &item{key: fmt.Sprintf("img-%d", i), data: data, label: int64(i), released: &released})
+	}
+	get := func(it *item) Encoded {
+		return Encoded{Key: it.key, Data: it.data, Label: it.label, Index: it.label, Epoch: 3}
+	}
+	tr := Transform{RandomResizedCrop: ResizedCrop{Size: 24}, FlipProb: 0.5, Layout: tensor.CHW, Normalize: ImageNet(), Seed: 7}
+	run := func(collateNormalizes bool) (batches [][]float32, sampleBytes []int64) {
+		st, err := NewStage("decode", d, StageConfig{Workers: 2, Ordered: true, Transform: tr, CollateNormalizes: collateNormalizes}, get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := flow.New("test")
+		dec := flow.Via(flow.FromSlice(g, "items", items), st)
+		dec = flow.Tap(dec, "sizes", func(s *tensor.Sample) {
+			sampleBytes = append(sampleBytes, s.Size())
+			if (s.Normalize != nil) != collateNormalizes || (s.Tensor.DType == tensor.Uint8) != collateNormalizes {
+				t.Errorf("%s: %v with a table %v, CollateNormalizes %v", s.Key, s.Tensor.DType, s.Normalize != nil, collateNormalizes)
+			}
+		})
+		col := flow.Via(flow.Via(dec, stage.Batch[*tensor.Sample]("batch", 4, 0)), tensor.Collate("collate"))
+		var got []*tensor.Batch
+		flow.Collect(col, "sink", &got)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := g.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range got {
+			if b.Tensor.DType != tensor.Float32 {
+				t.Fatalf("batch of %v", b.Tensor.DType)
+			}
+			batches = append(batches, slices.Clone(b.Tensor.F32))
+			b.Release()
+		}
+		return batches, sampleBytes
+	}
+	want, wantBytes := run(false)
+	got, gotBytes := run(true)
+	if len(got) != len(want) || len(got) != 3 {
+		t.Fatalf("%d batches, want %d (3)", len(got), len(want))
+	}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("batch %d differs when collate normalises", i)
+		}
+	}
+	for i := range wantBytes {
+		if gotBytes[i]*4 != wantBytes[i] {
+			t.Fatalf("sample %d: %d bytes in flight, want a quarter of %d", i, gotBytes[i], wantBytes[i])
+		}
 	}
 }
