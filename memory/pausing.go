@@ -62,8 +62,12 @@ func (r *Runtime) pauseLine(rep pressure.HeadroomReport) string {
 	case rep.Limited:
 		limit, under = rep.Limit, fmt.Sprintf(" (limit %s, reserve %s)", bytesize.Human(rep.Limit), bytesize.Human(rep.Reserve))
 	}
-	return fmt.Sprintf("below its floor of %s the loader pauses %s and resumes at %s%s",
-		bytesize.Human(r.cfg.Floor), timeout, bytesize.Human(r.pc.ResumeAt(limit, rep.Reserve)), under)
+	settle := ""
+	if d := r.pc.Config().Settle; d > 0 {
+		settle = fmt.Sprintf(", or at its floor once the cgroup has left it that for %v", d)
+	}
+	return fmt.Sprintf("below its floor of %s the loader pauses %s and resumes at %s%s%s",
+		bytesize.Human(r.cfg.Floor), timeout, bytesize.Human(r.pc.ResumeAt(limit, rep.Reserve)), under, settle)
 }
 
 // pauseLocked follows one report under [PauseBelowFloor]: it pauses or resumes the

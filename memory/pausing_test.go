@@ -319,7 +319,7 @@ func TestPauseLinesSayWhereTheControllerResumes(t *testing.T) {
 		if !strings.Contains(start, "resumes at "+want+" (limit ") {
 			t.Errorf("limit %d MiB: the controller resumes at %s; start-up line %q", limit/mib, want, start)
 		}
-		if !strings.Contains(paused, "no reads until it leaves "+want+";") {
+		if !strings.Contains(paused, "no reads until it leaves "+want+", or its floor for 1s;") {
 			t.Errorf("limit %d MiB: the controller resumes at %s; pause line %q", limit/mib, want, paused)
 		}
 		if err := rt.Close(); err != nil {

@@ -5,7 +5,8 @@
 # holds it. From the loader's "paused:" line on, its /proc status is sampled every 0.1 s
 # for WAIT seconds (or until it dies): per round, the number of samples, VmRSS min,
 # median and max, the medians of RssAnon, RssFile, VmPin and VmLck, the group's
-# memory usage at the end and every VmRSS sample in order; a loader killed while
+# memory usage at the end, every VmRSS sample in order, and the median and max of the
+# pause's first second (10 samples) and of the rest apart; a loader killed while
 # paused gets its last sample printed with the group's OOM kill count. VmPin counts
 # the registered read pool once per ring that registered it (two readers: twice). Everything is killed and the cgroup removed at the
 # end. Needs root and cgroup v1 memory (or v2 with the memory controller).
@@ -53,6 +54,9 @@ elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
 else
   echo "paused-rss.sh: no memory cgroup controller here" >&2; exit 1
 fi
+# alive PID: the process runs (a killed child not yet waited for is a zombie, which
+# kill -0 still finds).
+alive() { local st; st=$(awk '$1 == "State:" { print $2 }' "/proc/$1/status" 2>/dev/null); [ -n "$st" ] && [ "$st" != Z ]; }
 g=
 cleanup() {
   if [ -n "$g" ] && [ -d "$g" ]; then
@@ -76,7 +80,7 @@ for r in $(seq 1 "$rounds"); do
   sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$g" \
     "$bin/psiflow" cotenant -bytes "$co_bytes" -ramp 2s <&"$co_in" >/dev/null &
   co=$!
-  for _ in $(seq 1 300); do grep -q 'paused:' "$log" && break; kill -0 "$loader" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 1 300); do grep -q 'paused:' "$log" && break; alive "$loader" || break; sleep 0.1; done
   samples=$(mktemp)
   if grep -q 'paused:' "$log"; then
     state="paused"
@@ -93,7 +97,7 @@ for r in $(seq 1 "$rounds"); do
     state="not paused in 30 s"
   fi
   n=$(wc -l < "$samples")
-  if ! kill -0 "$loader" 2>/dev/null; then
+  if ! alive "$loader"; then
     printf 'round %d: the loader was killed (%s; %d samples; OOM kills in the group: %s); last sample: VmRSS %s kB, RssAnon %s kB, RssFile %s kB, VmPin %s kB, VmLck %s kB\n' \
       "$r" "$state" "$n" "$(awk '$1 == "oom_kill" { print $2 }' "$g/memory.oom_control" 2>/dev/null || echo ?)" \
       $(tail -n 1 "$samples" 2>/dev/null | grep . || echo "? ? ? ? ?")
@@ -107,6 +111,14 @@ for r in $(seq 1 "$rounds"); do
     echo "round $r: $state"
   fi
   [ "$n" -gt 0 ] && echo "  VmRSS from the pause line on, every sample (MiB): $(awk '{ printf "%.1f ", $1 / 1024 }' "$samples")"
+  # The pause's first second (the first 10 samples) and what follows, apart.
+  [ "$n" -gt 0 ] && awk '{ v[NR] = $1 / 1024 } END {
+      split("", a); split("", b); na = nb = 0
+      for (i = 1; i <= NR; i++) if (i <= 10) a[++na] = v[i]; else b[++nb] = v[i]
+      printf "  VmRSS in the first second (MiB): median %s max %s; after it: median %s max %s\n", med(a, na), mx(a, na), med(b, nb), mx(b, nb) }
+    function med(x, k,   i, j, t) { if (k == 0) return "-"; for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
+      return sprintf("%.1f", x[int((k + 1) / 2)]) }
+    function mx(x, k,   i, m) { if (k == 0) return "-"; m = x[1]; for (i = 2; i <= k; i++) if (x[i] > m) m = x[i]; return sprintf("%.1f", m) }' "$samples"
   rm -f "$samples"
   kill $(cat "$g/cgroup.procs") "$holder" 2>/dev/null || true
   wait "$loader" "$co" 2>/dev/null || true

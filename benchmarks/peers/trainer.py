@@ -88,8 +88,17 @@ def feed_psiflow(a, step, psiflow):
     args = ["-epochs", str(a.epochs), "-keys"] + a.serve_arg
     samples = 0
     root = os.path.abspath(a.data)
+    def on_pause(info):
+        # the loader's pause line on stderr, and the event the harness counts
+        sys.stderr.write("psiflow serve: %s\n" % info.get("message", ""))
+        sys.stderr.flush()
+        if info.get("kind") == "paused":
+            emit("pause")
+        elif info.get("kind") == "resumed":
+            emit("resume")
+
     with psiflow.Loader(data=a.data, psiflow_bin=a.psiflow, batch_size=a.batch, slots=a.slots,
-                        torch=True, args=args) as dl:
+                        torch=True, args=args, on_pause=on_pause) as dl:
         for b in dl:
             keys = [relkey(root, os.path.abspath(k)) for k in (b.keys or [])]
             step(b.data, b.labels)

@@ -9,11 +9,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/frontend"
 	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
@@ -39,9 +42,10 @@ type serveConfig struct {
 	process memory.ProcessActions
 	option  func(node, param string) string
 	// synthetic: batches of known bytes instead of a folder (tests of the Python module).
-	synthetic int
-	shape     []int
-	failAfter int
+	synthetic  int
+	shape      []int
+	failAfter  int
+	pauseAfter int
 }
 
 func parseServe(args []string) (serveConfig, error) {
@@ -57,6 +61,7 @@ func parseServe(args []string) (serveConfig, error) {
 	flagval.IntVar(fs, &c.synthetic, "synthetic", 0, 0, 1<<30, "serve this many synthetic batches of known bytes instead of a folder (for tests)")
 	shape := fs.String("shape", "4,3,8,8", "with -synthetic: batch shape (samples first), uint8")
 	flagval.IntVar(fs, &c.failAfter, "fail-after", 0, 0, 1<<30, "with -synthetic: fail after this many batches (tests the error path)")
+	flagval.IntVar(fs, &c.pauseAfter, "pause-after", 0, 0, 1<<30, "with -synthetic: announce a pause and its resume after this many batches (tests the \"pause\" messages)")
 	if err := parseFlags(fs, args); err != nil {
 		return c, err
 	}
@@ -95,6 +100,8 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
+	pauses := newPauseAnnouncer(ctx, t)
+	defer pauses.close()
 	accept := func() error {
 		// Said only here, once the start-up checks passed (Hooks.Ready): a
 		// consumer, or a script that waits for this line, then meets a loader
@@ -106,17 +113,21 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		actx, cancel := context.WithTimeout(ctx, c.acceptTimeout)
 		defer cancel()
-		return t.Accept(actx)
+		if err := t.Accept(actx); err != nil {
+			return err
+		}
+		pauses.accepted.Store(true)
+		return nil
 	}
 	if c.synthetic > 0 {
 		if err = accept(); err == nil {
-			err = serveSynthetic(ctx, c, t)
+			err = serveSynthetic(ctx, c, t, pauses)
 		}
 	} else {
 		// The consumer is accepted once the pipeline's start-up checks passed
 		// (the memory limit, the file list, the rank's share): a run that cannot
 		// start says so at once, not after a consumer connected.
-		err = serveFolder(ctx, c, t, stdout, accept)
+		err = serveFolder(ctx, c, t, stdout, accept, pauses)
 	}
 	sent, released := t.Counts()
 	if errors.Is(err, sink.ErrConsumerClosed) {
@@ -138,7 +149,7 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	return err
 }
 
-func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Writer, accept func() error) error {
+func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Writer, accept func() error, pauses *pauseAnnouncer) error {
 	// The memory runtime (elastic by default, with the gate) comes with the
 	// pipeline; the batches go to the consumer before the file's sink.
 	var rt *memory.Runtime
@@ -151,6 +162,10 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 		Info:        func(s string) { fmt.Fprintln(stdout, "  "+s) },
 		Skipped:     func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow serve: %s: skipped: %v\n", node, err) },
 		Ready:       accept,
+		// Each pause, resume and pause timeout also goes to the consumer (a
+		// "pause" message): python/psiflow writes its line where the training
+		// loop sees it, which this process's standard output is not.
+		OnPause: pauses.announce,
 	}
 	if c.plan {
 		// Each epoch's plan goes to the consumer before its batches
@@ -219,7 +234,7 @@ type serveEpochEnd struct {
 // serveSynthetic sends c.synthetic batches whose byte j of sample i (counted
 // across batches) is (i*31 + j*7 + j/251) % 253, label i % 3, key "s%06d" —
 // what python/tests check.
-func serveSynthetic(ctx context.Context, c serveConfig, t *sink.Torch) error {
+func serveSynthetic(ctx context.Context, c serveConfig, t *sink.Torch, pauses *pauseAnnouncer) error {
 	n, per := c.shape[0], 1
 	for _, d := range c.shape[1:] {
 		per *= d
@@ -227,6 +242,14 @@ func serveSynthetic(ctx context.Context, c serveConfig, t *sink.Torch) error {
 	for k := range c.synthetic {
 		if c.failAfter > 0 && k == c.failAfter {
 			return fmt.Errorf("synthetic failure after %d batches (-fail-after)", k)
+		}
+		if c.pauseAfter > 0 && k == c.pauseAfter {
+			at := time.Now()
+			r := pause.Reading{At: at, Current: 1 << 20, Limit: 256 << 20, Others: 239 << 20, Reserve: 16 << 20}
+			pauses.announce(pause.Event{Kind: pause.Paused, Reading: r, Floor: 32 << 20, Hysteresis: 8 << 20, Timeout: pause.DefaultTimeout, Settle: pause.DefaultSettle})
+			r.Current, r.Others = 100<<20, 140<<20
+			pauses.announce(pause.Event{Kind: pause.Resumed, Reading: r, Floor: 32 << 20, Lasted: time.Second})
+			pauses.flush()
 		}
 		b := &tensor.Batch{Tensor: tensor.Tensor{DType: tensor.Uint8, Shape: c.shape, U8: make([]byte, n*per)}}
 		for i := range n {
@@ -242,4 +265,77 @@ func serveSynthetic(ctx context.Context, c serveConfig, t *sink.Torch) error {
 		}
 	}
 	return nil
+}
+
+// servePause is the "pause" message: a pause below the floor started
+// ("paused"), ended ("resumed") or outlasted the pause timeout ("timed out"),
+// with the line psiflow serve prints for it.
+type servePause struct {
+	Kind    string  `json:"kind"`
+	Message string  `json:"message"`
+	Lasted  float64 `json:"lasted_s"`
+}
+
+// pauseAnnouncer sends the memory runtime's pause events to the consumer from a
+// goroutine of its own: the runtime calls OnPause from its headroom sampler,
+// which must not wait for a consumer busy in a training step. Events before the
+// consumer connected, or beyond a queue of 16, are only printed.
+type pauseAnnouncer struct {
+	ctx      context.Context
+	t        *sink.Torch
+	accepted atomic.Bool
+	q        chan pause.Event
+	wg       sync.WaitGroup
+	flushed  chan struct{}
+	mu       sync.Mutex // q is closed under it
+	done     bool
+}
+
+func newPauseAnnouncer(ctx context.Context, t *sink.Torch) *pauseAnnouncer {
+	a := &pauseAnnouncer{ctx: ctx, t: t, q: make(chan pause.Event, 16), flushed: make(chan struct{}, 1)}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		for ev := range a.q {
+			if ev.Kind == 0 {
+				a.flushed <- struct{}{}
+				continue
+			}
+			_ = a.t.Announce(a.ctx, "pause", servePause{Kind: ev.Kind.String(), Message: ev.Message(), Lasted: ev.Lasted.Seconds()})
+		}
+	}()
+	return a
+}
+
+// announce queues ev for the consumer; it never waits.
+func (a *pauseAnnouncer) announce(ev pause.Event) {
+	if !a.accepted.Load() {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done {
+		return
+	}
+	select {
+	case a.q <- ev:
+	default:
+	}
+}
+
+// flush waits until the events queued so far were sent (-pause-after).
+func (a *pauseAnnouncer) flush() {
+	a.q <- pause.Event{}
+	<-a.flushed
+}
+
+// close sends what is queued and ends the goroutine.
+func (a *pauseAnnouncer) close() {
+	a.mu.Lock()
+	if !a.done {
+		a.done = true
+		close(a.q)
+	}
+	a.mu.Unlock()
+	a.wg.Wait()
 }

@@ -19,5 +19,9 @@
 // -dir and removed at the end. Run it as root (mlock of the cached file).
 //
 // Usage: go run ./cmd/source-bench [-dir /var/tmp] [-rounds 5] [-fio fio] [-quick]
-// [-cases cached,direct,small,cache] [-big MiB] [-small files]
+// [-cases cached,direct,small,cache] [-big MiB] [-small files] [-only text]
+//
+// -only runs only the contenders whose name contains text (to profile one reader,
+// for example -only "chained, 2 rings qd32 O_DIRECT"); a goal line is printed only
+// when the contenders it compares ran.
 package main

@@ -33,7 +33,7 @@ func ExampleController() {
 	n, d := c.Stats(t0.Add(10 * time.Second))
 	fmt.Println(n, "pause,", d, "paused; gate paused now:", g.Paused())
 	// Output:
-	// paused: the cgroup leaves the loader 12 MiB (limit 256 MiB − others 228 MiB − reserve 16 MiB), below its floor of 32 MiB: no reads until it leaves 40 MiB; a pause longer than 10m0s ends the run
+	// paused: the cgroup leaves the loader 12 MiB (limit 256 MiB − others 228 MiB − reserve 16 MiB), below its floor of 32 MiB: no reads until it leaves 40 MiB, or its floor for 1s; a pause longer than 10m0s ends the run
 	// resumed after a pause of 5s: the cgroup leaves the loader 90 MiB (limit 256 MiB − others 150 MiB − reserve 16 MiB), above its floor of 32 MiB
 	// 1 pause, 5s paused; gate paused now: false
 }

@@ -18,6 +18,11 @@ const Forever time.Duration = -1
 // MinHysteresis is the smallest margin above the floor a resume waits for.
 const MinHysteresis = 4 << 20
 
+// DefaultSettle is how long, by default, the cgroup must leave a paused loader
+// at least its floor (the projection of growing others included) before it
+// resumes without the hysteresis (Config.Settle).
+const DefaultSettle = time.Second
+
 // Config configures a [Controller].
 type Config struct {
 	// Floor is the loader's smallest working set that still makes progress; the
@@ -30,6 +35,15 @@ type Config struct {
 	// Timeout ends a pause that lasted longer ([Event.Kind] TimedOut): 0 is
 	// DefaultTimeout, [Forever] (any negative value) never.
 	Timeout time.Duration
+	// Settle resumes a pause once every reading for this long left the loader at
+	// least its floor, short of the hysteresis (Reading.Current, the projection
+	// of growing others when there is one: what a running loader pauses on): a
+	// co-tenant that settled there (a trainer waiting for the loader's next
+	// batch, its memory idle) would otherwise hold the loader paused until the
+	// timeout, and the trainer with it; a co-tenant hovering at the line makes
+	// it pause and resume at most once per Settle. 0 is DefaultSettle, [Forever]
+	// (any negative value) never: only the hysteresis resumes.
+	Settle time.Duration
 }
 
 func (c *Config) fill() {
@@ -38,6 +52,9 @@ func (c *Config) fill() {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.Settle == 0 {
+		c.Settle = DefaultSettle
 	}
 }
 
@@ -111,6 +128,8 @@ type Event struct {
 	// others' growth alone started: see [Controller.Observe]).
 	Floor, Hysteresis int64
 	Timeout           time.Duration
+	// Settle repeats Config.Settle (negative: a pause waits for the hysteresis).
+	Settle time.Duration
 	// Lasted is how long the pause lasted (Resumed, TimedOut).
 	Lasted time.Duration
 }
@@ -131,6 +150,9 @@ func (e Event) Message() string {
 			until = fmt.Sprintf("a pause longer than %v ends the run", e.Timeout)
 		}
 		resume := fmt.Sprintf("no reads until it leaves %s", bytesize.Human(e.Floor+e.Hysteresis))
+		if e.Settle > 0 && e.Hysteresis > 0 {
+			resume += fmt.Sprintf(", or its floor for %v", e.Settle)
+		}
 		if r.Projected && r.Now >= e.Floor {
 			resume = fmt.Sprintf("no reads until the growth stops and it leaves %s (%s now)",
 				bytesize.Human(e.Floor), bytesize.Human(r.Now))
@@ -161,6 +183,9 @@ type Controller struct {
 	// some instant (not only in a projection), so the resume waits for the
 	// hysteresis too.
 	short bool
+	// steady: the start of the readings in a row of this pause that left the
+	// loader at least its floor (zero: the last one did not).
+	steady time.Time
 }
 
 // New checks cfg and returns a controller that is not paused.
@@ -189,7 +214,11 @@ func (c *Controller) Config() Config { return c.cfg }
 // a share that leaves the loader its floor but not the floor plus the
 // hysteresis would otherwise hold it paused for ever, where the loader runs.
 // Once any reading of the pause left less than the floor, the hysteresis
-// applies.
+// applies, but only until the readings (their projections included) have left
+// at least the floor for Config.Settle: then the pause resumes at the floor
+// (the co-tenant settled short of the hysteresis; a trainer that waits for
+// the loader's next batch gives nothing more back, and the pause would last
+// until the timeout with the trainer stalled behind it).
 func (c *Controller) Observe(r Reading) (Event, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -200,17 +229,23 @@ func (c *Controller) Observe(r Reading) (Event, bool) {
 	if r.now() < c.cfg.Floor { // never while running: now ≥ Current ≥ the floor
 		c.short = true
 	}
-	ev := Event{Reading: r, Floor: c.cfg.Floor, Hysteresis: c.hysteresis(r.Limit, r.Reserve), Timeout: c.cfg.Timeout}
+	ev := Event{Reading: r, Floor: c.cfg.Floor, Hysteresis: c.hysteresis(r.Limit, r.Reserve), Timeout: c.cfg.Timeout, Settle: c.cfg.Settle}
 	if !c.short {
 		ev.Hysteresis = 0
 	}
+	if starts || r.Current < c.cfg.Floor {
+		c.steady = time.Time{}
+	} else if c.steady.IsZero() {
+		c.steady = r.At
+	}
+	settled := c.cfg.Settle > 0 && !c.steady.IsZero() && r.At.Sub(c.steady) >= c.cfg.Settle
 	switch {
 	case starts:
 		c.paused, c.since, c.timedOut = true, r.At, false
 		c.pauses++
 		ev.Kind = Paused
 		return ev, true
-	case c.paused && r.Current >= c.cfg.Floor+ev.Hysteresis:
+	case c.paused && (r.Current >= c.cfg.Floor+ev.Hysteresis || settled):
 		ev.Lasted = max(0, r.At.Sub(c.since))
 		c.total += ev.Lasted
 		c.paused = false

@@ -181,7 +181,8 @@ func TestControllerPauseOnAProjection(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, s := range tt.steps {
-				r := Reading{At: t0.Add(time.Duration(i) * time.Second), Current: s.now, Limit: 256 * mib, Others: 179 * mib, Reserve: 16 * mib}
+				// a step each 250 ms: within DefaultSettle, only the hysteresis resumes
+				r := Reading{At: t0.Add(time.Duration(i) * 250 * time.Millisecond), Current: s.now, Limit: 256 * mib, Others: 179 * mib, Reserve: 16 * mib}
 				if s.projected != 0 {
 					r.Current, r.Projected, r.Now = s.projected, true, s.now
 				}
@@ -194,6 +195,102 @@ func TestControllerPauseOnAProjection(t *testing.T) {
 					wantIn := "no reads until it leaves 48.8 MiB"
 					if s.now >= floor {
 						wantIn = "no reads until the growth stops and it leaves 39 MiB"
+					}
+					if !strings.Contains(msg, wantIn) {
+						t.Errorf("pause line %q does not say %q", msg, wantIn)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A pause whose readings went below the floor and then settled at the floor
+// but short of the hysteresis (a trainer that
+// waits for the loader's next batch: its memory idle, nothing more to give
+// back), resumes once that lasted Config.Settle, projections that leave the
+// floor included (the loader's own resident set jitters by a few hundred KiB
+// between samples, which the headroom sees as the others' growth); it used to stay paused until
+// the pause timeout (the trainer grid at 85%, 3 epochs: the loader paused at
+// 29.8 MiB, the cgroup then left it 40 MiB of a 48.9 MiB resume point, and no
+// batch came for the rest of the run). A reading below the floor, projected or
+// not, starts the settling again; with Settle Forever only the hysteresis
+// resumes.
+func TestControllerSettlesAtTheFloor(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 13, 0, 0, 0, time.UTC)
+	const floor = 39 * mib // hysteresis 9.75 MiB: resume point 48.75 MiB
+	type step struct {
+		ms        int
+		now       int64
+		projected bool // the others grow: Current is a projection below now
+		want      Kind
+	}
+	tests := []struct {
+		name   string
+		settle time.Duration
+		steps  []step
+	}{
+		{"settled at the floor: resumes after Settle", 0, []step{
+			{0, 30 * mib, false, Paused},
+			{100, 40 * mib, false, 0}, // ≥ floor, < floor + hysteresis: settling from here
+			{600, 40 * mib, false, 0},
+			{1099, 41 * mib, false, 0},
+			{1100, 40 * mib, false, Resumed}, // 1 s at the floor
+			{1200, 40 * mib, false, 0},       // runs there
+		}},
+		{"a projection above the floor settles too", 0, []step{
+			{0, 30 * mib, false, Paused},
+			{100, 41 * mib, false, 0},
+			{500, 41 * mib, true, 0}, // the loader's own jitter seen as the others' growth: 40 MiB a second ahead
+			{1000, 41 * mib, false, 0},
+			{1100, 41 * mib, true, Resumed},
+		}},
+		{"a projection below the floor starts the settling again", 0, []step{
+			{0, 30 * mib, false, Paused},
+			{100, 45 * mib, false, 0},
+			{900, 45 * mib, true, 0}, // the others grow: 35 MiB a second ahead
+			{1000, 45 * mib, false, 0},
+			{1900, 45 * mib, false, 0},
+			{2000, 45 * mib, false, Resumed},
+		}},
+		{"a reading below the floor starts it again", 0, []step{
+			{0, 30 * mib, false, Paused},
+			{100, 40 * mib, false, 0},
+			{900, 38 * mib, false, 0},
+			{1000, 40 * mib, false, 0},
+			{1999, 40 * mib, false, 0},
+			{2000, 40 * mib, false, Resumed},
+		}},
+		{"Settle Forever: only the hysteresis resumes", Forever, []step{
+			{0, 30 * mib, false, Paused},
+			{100, 40 * mib, false, 0},
+			{140000, 40 * mib, false, 0},
+			{140100, 49 * mib, false, Resumed},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(Config{Floor: floor, Settle: tt.settle})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tt.steps {
+				r := Reading{At: t0.Add(time.Duration(s.ms) * time.Millisecond), Current: s.now, Limit: 2048 * mib, Others: 1800 * mib, Reserve: 128 * mib}
+				if s.projected {
+					r.Current, r.Projected, r.Now = s.now-10*mib, true, s.now
+					if s.now < 45*mib {
+						r.Current = s.now - mib
+					}
+				}
+				ev, ok := c.Observe(r)
+				if ok != (s.want != 0) || ev.Kind != s.want {
+					t.Fatalf("step %d (%d ms, %d MiB): event %v (%v), want %v", i, s.ms, s.now/mib, ev.Kind, ok, s.want)
+				}
+				if ev.Kind == Paused {
+					msg := ev.Message()
+					wantIn := "no reads until it leaves 48.8 MiB, or its floor for 1s"
+					if tt.settle < 0 {
+						wantIn = "no reads until it leaves 48.8 MiB;"
 					}
 					if !strings.Contains(msg, wantIn) {
 						t.Errorf("pause line %q does not say %q", msg, wantIn)

@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -71,9 +72,15 @@ class Client:
     pin: a psiflow._pin.CudaPin: the shared ring is registered with CUDA when it
     arrives, and a released slot goes back to psiflow only once the event
     fenced after its copies has completed (see psiflow._pin).
+    on_pause: called with each "pause" message's info (a dict: kind "paused",
+    "resumed" or "timed out", message, lasted_s) when psiflow pauses its reads
+    below its memory floor, resumes, or its pause outlasts the pause timeout;
+    None (the default): the message is written to sys.stderr. While paused the
+    next batch waits: this is how a training loop learns why.
     """
 
-    def __init__(self, socket_path, auto_release=True, torch=False, connect_timeout=30.0, _alive=None, pin=None):
+    def __init__(self, socket_path, auto_release=True, torch=False, connect_timeout=30.0, _alive=None, pin=None,
+                 on_pause=None):
         self.socket_path = socket_path
         self.auto_release = auto_release
         self._torch = None
@@ -94,6 +101,9 @@ class Client:
         # psiflow serve -consumer-epochs ended an epoch ("epoch_end"): the
         # iteration stopped, and next_epoch asks for another one
         self.epoch_ended = False
+        self.on_pause = on_pause
+        self.paused = False  # psiflow's reads are paused below its floor now
+        self.pauses = 0  # pauses announced so far
         self._connect(connect_timeout)
 
     # -- connection -------------------------------------------------------
@@ -210,6 +220,9 @@ class Client:
             if t == "plan":
                 self.plan = m.get("info") or {}
                 continue
+            if t == "pause":
+                self._pause(m.get("info") or {})
+                continue
             for fd in fds:
                 os.close(fd)
             if t == "batch":
@@ -254,12 +267,27 @@ class Client:
             t = m.get("t")
             if t == "plan":
                 self.plan = m.get("info") or {}
+            elif t == "pause":
+                self._pause(m.get("info") or {})
             elif t == "error":
                 self._hang_up()
                 raise PsiflowError(m.get("message", "psiflow failed"))
             else:
                 raise PsiflowError("psiflow sent %r before its plan" % t)
         return self.plan
+
+    def _pause(self, info):
+        kind = info.get("kind")
+        if kind == "paused":
+            self.paused = True
+            self.pauses += 1
+        elif kind == "resumed":
+            self.paused = False
+        if self.on_pause is not None:
+            self.on_pause(info)
+        else:
+            sys.stderr.write("psiflow serve: %s\n" % info.get("message", kind))
+            sys.stderr.flush()
 
     def _batch(self, m):
         if self._mm is None:
@@ -360,10 +388,12 @@ class Loader:
     sizes it from the first batch (as many as fit in 64 MiB, 2 to 4).
     pipeline: a pipeline file whose sink is of kind torch, run with ``psiflow
     run`` instead of ``psiflow serve`` (args are then ``psiflow run`` flags).
+    on_pause: see Client (default: each pause, resume and pause timeout is a
+    line on sys.stderr).
     """
 
     def __init__(self, data=None, psiflow_bin=None, args=(), slots=None, auto_release=True, torch=False,
-                 batch_size=None, start_timeout=60.0, pin=None, pipeline=None):
+                 batch_size=None, start_timeout=60.0, pin=None, pipeline=None, on_pause=None):
         self.bin = _binary.find(psiflow_bin)
         self._dir = tempfile.mkdtemp(prefix="psiflow-")
         self.socket_path = os.path.join(self._dir, "sink.sock")
@@ -392,7 +422,7 @@ class Loader:
         self.returncode = None
         try:
             self.client = Client(self.socket_path, auto_release=auto_release, torch=torch,
-                                 connect_timeout=start_timeout, _alive=self._why_dead, pin=pin)
+                                 connect_timeout=start_timeout, _alive=self._why_dead, pin=pin, on_pause=on_pause)
         except BaseException:
             self.close()
             raise

@@ -167,7 +167,7 @@ class DataLoader:
 
     Iterating runs one epoch; without set_epoch the next iteration runs the next
     epoch. One psiflow serve runs every epoch of the loader: between epochs it
-    waits, its ring and its sample cache (serve_args=["-cache", "encoded"])
+    waits, its ring and its sample cache (serve_args=["-cache", "decoded"])
     kept, for the next iteration to ask for its epoch (set_epoch and
     load_state_dict choose which); an iteration left before its epoch's end
     stops it, and the next one starts another. close() stops it. Each batch is a view of shared memory, valid until the next batch is

@@ -185,6 +185,27 @@ class TestDataLoader(unittest.TestCase):
         self.assertEqual(sorted(keys_of(dl)), files)
         self.assertNotEqual(dl._serve.proc.pid, pid)
 
+    def test_sample_cache_across_epochs(self):
+        # -cache decoded: epoch 1 comes from the cache the same process filled
+        # in epoch 0, the same pixels for every key, in epoch 1's order.
+        dl = loader(serve_args=["-cache", "decoded"])
+        self.addCleanup(dl.close)
+        first = pixels_by_key(dl)
+        pid = dl._serve.proc.pid
+        order = []
+        again = {}
+        for x, _y, keys in dl:
+            order += keys
+            for i, k in enumerate(keys):
+                again[k] = np.array(x[i])
+        self.assertEqual(dl._serve.proc.pid, pid)
+        self.assertEqual(sorted(again), folder_files())
+        fresh = loader()
+        fresh.set_epoch(1)
+        self.assertEqual(order, keys_of(fresh))
+        for k, v in first.items():
+            np.testing.assert_array_equal(v, again[k], err_msg="%s: other pixels from the cache" % k)
+
     def test_serve_killed_between_epochs(self):
         dl = loader()
         self.addCleanup(dl.close)

@@ -68,6 +68,38 @@ class TestDelivery(unittest.TestCase):
         self.assertEqual(seqs, list(range(1, 26)))
         self.assertEqual(loader.returncode, 0, loader.stderr())
 
+    def test_pauses_are_announced(self):
+        # psiflow serve's pause lines go to its standard output, which Loader
+        # does not show: a loop waiting on a paused loader used to learn
+        # nothing. Each pause and resume is a "pause" message, given to
+        # on_pause, or written to sys.stderr without one.
+        seen = []
+        with psiflow.Loader(psiflow_bin=BIN, args=synthetic(5, "-pause-after", "2"), slots=2,
+                            on_pause=seen.append) as loader:
+            states = []
+            for b in loader:
+                states.append((b.seq, loader.client.paused, loader.client.pauses))
+        self.assertEqual(loader.returncode, 0, loader.stderr())
+        self.assertEqual([i["kind"] for i in seen], ["paused", "resumed"])
+        self.assertIn("below its floor of 32 MiB", seen[0]["message"])
+        self.assertIn("resumed after a pause of 1s", seen[1]["message"])
+        self.assertEqual(seen[1]["lasted_s"], 1.0)
+        self.assertEqual([s[0] for s in states], [1, 2, 3, 4, 5])  # every batch, in order
+        self.assertEqual(states[-1][1:], (False, 1))
+
+        import io
+        err, sys.stderr = sys.stderr, io.StringIO()
+        try:
+            with psiflow.Loader(psiflow_bin=BIN, args=synthetic(4, "-pause-after", "1"), slots=2) as loader:
+                n = sum(1 for _ in loader)
+            lines = sys.stderr.getvalue().splitlines()
+        finally:
+            sys.stderr = err
+        self.assertEqual(n, 4)
+        self.assertEqual(len(lines), 2, lines)
+        self.assertTrue(lines[0].startswith("psiflow serve: paused: the cgroup leaves the loader 1 MiB"), lines[0])
+        self.assertTrue(lines[1].startswith("psiflow serve: resumed after a pause of 1s"), lines[1])
+
     def test_zero_copy(self):
         with psiflow.Loader(psiflow_bin=BIN, args=synthetic(3), slots=2) as loader:
             c = loader.client
