@@ -129,6 +129,8 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 		// start says so at once, not after a consumer connected.
 		err = serveFolder(ctx, c, t, stdout, accept, pauses)
 	}
+	// The pause messages still queued go before the sink's end or error.
+	pauses.close()
 	sent, released := t.Counts()
 	if errors.Is(err, sink.ErrConsumerClosed) {
 		fmt.Fprintf(stdout, "psiflow serve: the consumer stopped after %d batches\n", sent)
