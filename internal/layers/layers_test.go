@@ -42,6 +42,8 @@ var architecture = []layer{
 		{"addrspace", []string{"internal/addrspace"}},
 		{"flagval", []string{"internal/flagval"}},
 		{"stuckfs", []string{"internal/stuckfs"}},
+		{"stopsig", []string{"internal/stopsig"}},
+		{"cheap", []string{"internal/cheap"}},
 		{"fakecuda", []string{"internal/fakecuda"}},
 	}},
 	// uma and cgroup are siblings: UMA takes its limit from its caller and knows no
