@@ -16,6 +16,7 @@ import (
 	"github.com/psiflow/psiflow/gpu/nvml"
 	"github.com/psiflow/psiflow/internal/bytesize"
 	"github.com/psiflow/psiflow/internal/flagval"
+	"github.com/psiflow/psiflow/internal/stopsig"
 )
 
 func init() {
@@ -231,7 +232,7 @@ func runInGroup(ctx context.Context, stdout io.Writer, g *cgroup.Group, argv []s
 	}
 	printGroupSummary(stdout, g, time.Since(start))
 	if rep.signal != nil && !rep.killed && waitErr == nil {
-		fmt.Fprintf(os.Stderr, "psiflow cgroup run: %s exited with status 0 %v after %s\n", argv[0], rep.after.Round(time.Millisecond), signalName(rep.signal))
+		fmt.Fprintf(os.Stderr, "psiflow cgroup run: %s exited with status 0 %v after %s\n", argv[0], rep.after.Round(time.Millisecond), stopsig.Name(rep.signal))
 	}
 	return rep.err(g, argv[0], waitErr)
 }

@@ -115,7 +115,7 @@ func (gc *groupedCommand) supervise(ctx context.Context, exited <-chan struct{},
 	var grace <-chan time.Time
 	done := ctx.Done()
 	stop := func(s os.Signal) {
-		name := signalName(s)
+		name := stopsig.Name(s)
 		if gc.sharedGroup && s != syscall.SIGTERM {
 			if !gc.quiet {
 				fmt.Fprintf(log, "psiflow %s: %s (the terminal sent it to the command too)\n", gc.cmdName, name)
@@ -160,7 +160,7 @@ func (gc *groupedCommand) supervise(ctx context.Context, exited <-chan struct{},
 		case <-grace:
 			grace = nil
 			rep.killed = true
-			fmt.Fprintf(log, "psiflow %s: the command did not exit within %v of %s: killing every process in cgroup %s\n", gc.cmdName, gc.grace, signalName(rep.signal), gc.group.Name())
+			fmt.Fprintf(log, "psiflow %s: the command did not exit within %v of %s: killing every process in cgroup %s\n", gc.cmdName, gc.grace, stopsig.Name(rep.signal), gc.group.Name())
 			rep.killErr = gc.group.Kill(10 * time.Second)
 		}
 	}
@@ -174,9 +174,9 @@ func (rep stopReport) err(g *cgroup.Group, argv0 string, waitErr error) error {
 	var err error
 	switch {
 	case rep.killed:
-		err = fmt.Errorf("%s in cgroup %s did not exit within the grace period after %s: killed (%v)", argv0, g.Name(), signalName(rep.signal), errors.Join(waitErr, rep.killErr))
+		err = fmt.Errorf("%s in cgroup %s did not exit within the grace period after %s: killed (%v)", argv0, g.Name(), stopsig.Name(rep.signal), errors.Join(waitErr, rep.killErr))
 	case rep.signal != nil && waitErr != nil:
-		err = fmt.Errorf("%s in cgroup %s stopped %v after %s: %w", argv0, g.Name(), rep.after.Round(time.Millisecond), signalName(rep.signal), waitErr)
+		err = fmt.Errorf("%s in cgroup %s stopped %v after %s: %w", argv0, g.Name(), rep.after.Round(time.Millisecond), stopsig.Name(rep.signal), waitErr)
 	case waitErr != nil:
 		err = fmt.Errorf("%s in cgroup %s: %w", argv0, g.Name(), waitErr)
 	default:
@@ -214,8 +214,5 @@ func exitedWith(waitErr error, code int) bool {
 }
 
 // signalCancelled reports whether ctx was cancelled by a stop signal (main's
-// [signalContext]), as opposed to a caller's cancel.
-func signalCancelled(ctx context.Context) bool { return stopSignalOf(ctx) != nil }
-
-// signalName is the conventional name of a signal: SIGTERM, SIGINT, SIGHUP.
-func signalName(s os.Signal) string { return stopsig.Name(s) }
+// [stopsig.Context]), as opposed to a caller's cancel.
+func signalCancelled(ctx context.Context) bool { return stopsig.Of(ctx) != nil }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/psiflow/psiflow/cgroup"
+	"github.com/psiflow/psiflow/internal/stopsig"
 )
 
 // launcher is a psiflow process started by a test (the test binary acting as main),
@@ -146,7 +147,7 @@ func TestCgroupRunForwardsStopSignals(t *testing.T) {
 			ck := filepath.Join(t.TempDir(), "checkpoint")
 			name := fmt.Sprintf("stop-%d-%d", os.Getpid(), i)
 			dirs := groupDirs(t, name)
-			sig := strings.TrimPrefix(signalName(tc.sig), "SIG")
+			sig := strings.TrimPrefix(stopsig.Name(tc.sig), "SIG")
 			// The trap is set before "ready" is printed; the sleep is a grandchild that
 			// only the group kill ends when the trap does not exit.
 			script := fmt.Sprintf("trap '%s' %s; sleep 600 >/dev/null 2>&1 & echo ready $!; wait", tc.trap, sig)
@@ -180,7 +181,7 @@ func TestCgroupRunForwardsStopSignals(t *testing.T) {
 			}
 			if !tc.ckpt {
 				if err == nil {
-					t.Errorf("checkpoint written by a command that ignores %s", signalName(tc.sig))
+					t.Errorf("checkpoint written by a command that ignores %s", stopsig.Name(tc.sig))
 				}
 				if tc.code == 128+9 && elapsed < tc.grace {
 					t.Errorf("killed %v after the signal, before the %v grace period", elapsed, tc.grace)

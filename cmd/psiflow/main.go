@@ -46,7 +46,7 @@ func main() {
 	if code := checkAddressSpace(os.Stderr, os.Args[1:]); code != 0 {
 		os.Exit(code)
 	}
-	ctx, stop := signalContext(context.Background())
+	ctx, stop := stopsig.Context(context.Background())
 	code := dispatch(ctx, os.Stdout, os.Stderr, os.Args[1:])
 	stop()
 	os.Exit(code)
@@ -159,34 +159,20 @@ func (e *exitStatusError) Error() string {
 
 func (e *exitStatusError) Unwrap() error { return e.err }
 
-// stopSignal is the cancellation cause of main's context when SIGINT or SIGTERM
-// stopped psiflow; its message names the signal.
-type stopSignal = stopsig.Signal
-
-// signalContext returns a context cancelled, with a [*stopSignal] cause, on the
-// first SIGINT or SIGTERM (see [stopsig.Context]).
-func signalContext(parent context.Context) (ctx context.Context, stop func()) {
-	return stopsig.Context(parent)
-}
-
 // stoppedBy returns the stop signal that err comes from, or nil: ctx was cancelled
 // by one and err is the cancellation (context.Canceled, the signal as a graph's
 // cause, or a run's errStopped), not a failure of its own.
-func stoppedBy(ctx context.Context, err error) *stopSignal {
+func stoppedBy(ctx context.Context, err error) *stopsig.Signal {
 	return stopsig.StoppedBy(ctx, err, errStopped)
 }
 
 // sayStopped says on standard error which signal stopped command name, when one
 // did (a command that ends with status 0 on it: the live views).
 func sayStopped(ctx context.Context, name string) {
-	if sig := stopSignalOf(ctx); sig != nil {
+	if sig := stopsig.Of(ctx); sig != nil {
 		fmt.Fprintf(os.Stderr, "psiflow %s: %v\n", name, sig)
 	}
 }
-
-// stopSignalOf returns the signal that cancelled ctx (a [signalContext]), or nil
-// when none did.
-func stopSignalOf(ctx context.Context) *stopSignal { return stopsig.Of(ctx) }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "psiflow: AI-training data loading that slows down before the OOM killer acts.")

@@ -33,7 +33,7 @@ func init() {
 const envRunChild = "PSIFLOW_RUN_CHILD"
 
 // errStopped is returned when a signal stopped the run (after its summary); dispatch
-// names the signal instead (see [stopSignalOf]).
+// names the signal instead (see [stopsig.Of]).
 var errStopped = errors.New("stopped by signal")
 
 func runRun(ctx context.Context, stdout io.Writer, args []string) error {

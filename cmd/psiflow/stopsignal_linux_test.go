@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/psiflow/psiflow/internal/stopsig"
 )
 
 // TestEveryCommandStopsOnSignal sends SIGINT or SIGTERM to each long-running command
@@ -90,9 +92,9 @@ func TestEveryCommandStopsOnSignal(t *testing.T) {
 			select {
 			case code = <-exited:
 			case <-time.After(30 * time.Second):
-				t.Fatalf("still running 30 s after %s:\n%s\nstderr: %s", signalName(tc.sig), strings.Join(l.out, "\n"), l.stderr.String())
+				t.Fatalf("still running 30 s after %s:\n%s\nstderr: %s", stopsig.Name(tc.sig), strings.Join(l.out, "\n"), l.stderr.String())
 			}
-			t.Logf("exit %d %v after %s", code, time.Since(signalled).Round(time.Millisecond), signalName(tc.sig))
+			t.Logf("exit %d %v after %s", code, time.Since(signalled).Round(time.Millisecond), stopsig.Name(tc.sig))
 			if c != nil { // the consumer is told why the stream ended, naming the signal
 				for {
 					m, err := c.next()
@@ -100,7 +102,7 @@ func TestEveryCommandStopsOnSignal(t *testing.T) {
 						t.Fatalf("consumer: no error message before %v", err)
 					}
 					if m.T == "error" {
-						if want := "stopped by " + signalName(tc.sig); m.Message != want {
+						if want := "stopped by " + stopsig.Name(tc.sig); m.Message != want {
 							t.Errorf("the consumer is told %q, want %q", m.Message, want)
 						}
 						break
@@ -111,7 +113,7 @@ func TestEveryCommandStopsOnSignal(t *testing.T) {
 			if code != tc.code {
 				t.Errorf("exit %d, want %d", code, tc.code)
 			}
-			want := "stopped by " + signalName(tc.sig)
+			want := "stopped by " + stopsig.Name(tc.sig)
 			if n := strings.Count(all, "stopped by "); n != 1 || !strings.Contains(l.stderr.String(), want) {
 				t.Errorf("%d lines say what stopped it, want one on stderr saying %q", n, want)
 			}
