@@ -34,7 +34,7 @@ func TestEveryCommandStopsOnSignal(t *testing.T) {
 		sig     syscall.Signal
 		code    int
 		cgroups bool
-		consume bool // connect a consumer that takes the batches and never gives a slot back
+		consume bool   // connect a consumer that takes the batches and never gives a slot back
 		says    string // a line on stderr after the signal's contains this
 	}{
 		{"demo synthetic", []string{"demo", "-items", "1000000000"}, "psiflow demo: ", syscall.SIGTERM, 143, false, false, ""},
