@@ -283,8 +283,11 @@ func TestPauseLinesSayWhereTheControllerResumes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("limit %d MiB: %v", limit/mib, err)
 		}
-		report := func(current int64) pressure.HeadroomReport {
+		report := func(current int64, after ...time.Duration) pressure.HeadroomReport {
 			at := mem.at.Add(10 * time.Second)
+			if len(after) > 0 {
+				at = mem.at.Add(after[0])
+			}
 			mem.at = at
 			return pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: at, Limit: limit, Limited: true},
 				Current: current, Allowance: current, Reserve: 8 * mib}
@@ -298,6 +301,7 @@ func TestPauseLinesSayWhereTheControllerResumes(t *testing.T) {
 				t.Fatalf("limit %d MiB: not paused at 1 MiB", limit/mib)
 			}
 			rt.applyHeadroom(report(mid))
+			rt.applyHeadroom(report(mid, pause.DefaultCalm)) // calm, not yet settled
 			if rt.Paused() {
 				lo = mid + 1
 			} else {
@@ -370,6 +374,7 @@ func TestPauseReleasesTextOnceUnlessItGrew(t *testing.T) {
 			t.Errorf("pause %d with %d KiB of text: program_text ran %v times in all, want %v", i+1, step.text>>10, got, step.releases)
 		}
 		rt.applyHeadroom(report(200 * mib))
+		rt.applyHeadroom(report(200 * mib)) // pause.DefaultCalm later
 		if rt.Paused() {
 			t.Fatalf("pause %d: not resumed", i+1)
 		}
@@ -484,6 +489,7 @@ func TestPauseShedsAtItsStart(t *testing.T) {
 		}
 	}
 	rt.applyHeadroom(report(200 * mib))
+	rt.applyHeadroom(report(200 * mib)) // pause.DefaultCalm later
 	if rt.Paused() {
 		t.Fatal("not resumed")
 	}
