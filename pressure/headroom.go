@@ -79,7 +79,16 @@ type HeadroomConfig struct {
 	// Interval is the time between samples in [Headroom.Run] (default 200ms, at
 	// least 100ms).
 	Interval time.Duration
+	// PeakWindow is how long the others' highest reading counts as their recent
+	// peak (default [DefaultPeakWindow]; negative: none). Only a rise above that
+	// peak is growth that the projection carries ahead: a trainer's every step
+	// takes back memory it held a moment ago, and returning there is not a ramp.
+	PeakWindow time.Duration
 }
+
+// DefaultPeakWindow is [HeadroomConfig.PeakWindow] by default: several steps of a
+// training loop (about 0.2 s each beside the trainer grid's trainer).
+const DefaultPeakWindow = 2 * time.Second
 
 // MaxDefaultReserve is the largest default reserve ([DefaultReserve]).
 const MaxDefaultReserve = 64 << 20
@@ -107,6 +116,9 @@ func (c *HeadroomConfig) fill() {
 	}
 	if c.Interval == 0 {
 		c.Interval = 200 * time.Millisecond
+	}
+	if c.PeakWindow == 0 {
+		c.PeakWindow = DefaultPeakWindow
 	}
 }
 
@@ -136,13 +148,15 @@ type HeadroomReport struct {
 	// Growth is the others' smoothed growth in bytes per second (negative: shrinking).
 	Growth float64
 	// Projected is the growth rate projected Lookahead ahead, in bytes per second:
-	// 0 unless the others grew over each of the last two sampling intervals, then
-	// the least of Growth and those two rates. A single interval's rise is not
+	// 0 unless the others rose above their recent peak (the highest reading of
+	// the last PeakWindow) over each of the last two sampling intervals, then the
+	// least of Growth and those two rises' rates. A single interval's rise is not
 	// projected: a trainer's step allocates its activations in one interval and
 	// frees them in the next (+37 MiB and back within 100 ms at 2 GiB), and
-	// projected a second ahead each step looked like a ramp to the limit and paused
-	// the loader for nothing. A co-tenant that ramps up is projected from its
-	// second interval on.
+	// projected a second ahead each step looked like a ramp to the limit and
+	// paused the loader for nothing; nor is a return to a height the others held
+	// within the window (a step whose allocations come in two intervals). A
+	// co-tenant that ramps up is projected from its second interval on.
 	Projected float64
 	// Allowance is what the loader may hold in all: limit − (others + Projected ×
 	// Lookahead) − reserve. It can be negative.
@@ -184,12 +198,15 @@ type Headroom struct {
 	mu     sync.Mutex
 	prev   MemorySample
 	growth float64
-	// rates are the others' growth over the last interval and the one before
-	// it, in bytes per second.
+	// rates are the others' rise above their recent peak over the last
+	// interval and the one before it, in bytes per second (0: none).
 	rates [2]float64
-	below bool
-	last  HeadroomReport
-	seen  bool
+	// recent are the others' readings (own text left out) of the last
+	// PeakWindow, oldest first: the base samples of the growth.
+	recent []peakReading
+	below  bool
+	last   HeadroomReport
+	seen   bool
 }
 
 // NewHeadroom checks cfg and returns a headroom without samples.
@@ -247,11 +264,21 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 			// The growth is the other processes': the loader's own text, locked
 			// as it runs, grows while it starts, and projected ahead it paused a
 			// loader that had room.
-			rate := float64((others-s.OwnText())-(h.prev.Others()-h.prev.OwnText())) / dt.Seconds()
+			x := others - s.OwnText()
+			rate := float64(x-(h.prev.Others()-h.prev.OwnText())) / dt.Seconds()
 			h.growth = 0.5*h.growth + 0.5*rate // smooth one noisy step, follow a ramp
-			h.rates = [2]float64{rate, h.rates[0]}
+			// The rise above the recent peak (the previous reading at least):
+			// what the others take that they did not hold a moment ago.
+			rise := 0.0
+			if peak := h.peakLocked(s.At); x > peak {
+				rise = float64(x-peak) / dt.Seconds()
+			}
+			h.rates = [2]float64{rise, h.rates[0]}
 			base = true
 		}
+	}
+	if base {
+		h.recent = append(h.recent, peakReading{s.At, others - s.OwnText()})
 	}
 	reserve := h.cfg.Reserve
 	if reserve == 0 {
@@ -281,6 +308,31 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 	}
 	h.below, h.seen, h.last = below, true, r
 	return r
+}
+
+// peakReading is one reading of the others, their own locked text left out.
+type peakReading struct {
+	at time.Time
+	v  int64
+}
+
+// peakLocked drops the readings older than PeakWindow before now and returns the
+// highest left, the previous base sample's at least. Called with h.mu held.
+func (h *Headroom) peakLocked(now time.Time) int64 {
+	peak := h.prev.Others() - h.prev.OwnText()
+	if h.cfg.PeakWindow < 0 {
+		h.recent = h.recent[:0]
+		return peak
+	}
+	i := 0
+	for i < len(h.recent) && now.Sub(h.recent[i].at) > h.cfg.PeakWindow {
+		i++
+	}
+	h.recent = append(h.recent[:0], h.recent[i:]...)
+	for _, r := range h.recent {
+		peak = max(peak, r.v)
+	}
+	return peak
 }
 
 // Run samples every Interval until ctx ends, calling apply with each report from

@@ -378,8 +378,9 @@ func TestHeadroomGrowthOverHalfAnIntervalAtLeast(t *testing.T) {
 // (measured beside psiflow serve). Neither the rise nor the default reserve may
 // leave the loader below its floor (39 MiB) then: with the rise projected a
 // second ahead and a reserve of limit/16 (128 MiB), it paused at nearly every
-// step. A co-tenant that keeps growing is still projected, from its second
-// interval on.
+// step. Nor may a step whose allocations come in two intervals, back to the
+// height of the steps before it. A co-tenant that keeps growing is still
+// projected, from its second interval on.
 func TestHeadroomTrainerStepPeaksAreNotProjected(t *testing.T) {
 	const limit, trainer, self, peak, floor = 2 << 30, 1879 * hMiB, 34 * hMiB, 37 * hMiB, 39 * hMiB
 	h := newTestHeadroom(t, HeadroomConfig{Floor: floor, BudgetFloor: 13 * hMiB, Max: 512 * hMiB, Interval: 100 * time.Millisecond})
@@ -390,15 +391,18 @@ func TestHeadroomTrainerStepPeaksAreNotProjected(t *testing.T) {
 		return h.Observe(MemorySample{At: t0.Add(time.Duration(i) * 100 * time.Millisecond), Limit: limit, Limited: true,
 			Unreclaimable: others + self, Self: self})
 	}
-	for step := range 50 {
+	for step := range 64 {
+		// A step's peak in one sample, then one that rises over two samples
+		// half a second later (the smoothed growth has forgotten the fall by
+		// then), then one held for two samples.
 		others := int64(trainer)
-		switch step % 3 { // a peak every third sample, or two in a row
-		case 1:
+		switch step % 12 {
+		case 1, 10, 11:
 			others += peak
-		case 2:
-			if step%2 == 0 {
-				others += peak
-			}
+		case 6:
+			others += peak / 3
+		case 7:
+			others += peak
 		}
 		r := sample(others)
 		if r.Reserve != 64*hMiB {
@@ -409,10 +413,14 @@ func TestHeadroomTrainerStepPeaksAreNotProjected(t *testing.T) {
 				step, bytesize.Human(others), r.Projected, bytesize.Human(r.Allowance), bytesize.Human(r.Current), r.BelowFloor)
 		}
 	}
-	// A ramp: +10 MiB a sample (100 MiB/s). Its first rise is not projected, its
-	// second is, and the projection leaves the loader less than what is left now.
+	// A ramp once the peaks are older than the window: +10 MiB a sample (100
+	// MiB/s). Its first rise is not projected, its second is, and the
+	// projection leaves the loader less than what is left now.
 	others := int64(trainer)
-	r := sample(others)
+	var r HeadroomReport
+	for range 25 {
+		r = sample(others)
+	}
 	for k := 1; k <= 3; k++ {
 		others += 10 * hMiB
 		r = sample(others)
