@@ -74,7 +74,8 @@ type Config struct {
 	// MaxBudget is the largest byte budget (Elastic, required), or the budget
 	// (Fixed; 0: a quarter of the memory limit).
 	MaxBudget int64
-	// Workers is the number of decode workers at Normal (at least 1).
+	// Workers is the number of decode workers at Normal; 0 means GOMAXPROCS
+	// (what decode.Images runs).
 	Workers int
 	// ReadRegistered is the size of the read pool registered with the rings:
 	// default the smaller of BudgetFloor and [ElasticReadPool] in Elastic mode,
@@ -153,8 +154,8 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("memory: mode %q: want elastic or fixed", c.Mode)
 	}
-	if c.Workers < 1 {
-		return fmt.Errorf("memory: workers %d: must be at least 1", c.Workers)
+	if c.Workers < 0 {
+		return fmt.Errorf("memory: workers %d: must be 0 (GOMAXPROCS) or more", c.Workers)
 	}
 	if c.BelowFloor != "" {
 		if _, err := ParseFloorPolicy(string(c.BelowFloor)); err != nil {

@@ -97,7 +97,7 @@ func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) []pause.Event {
 				r.rb.SetPressure(r.Level() >= pressure.LevelSome)
 			}
 		case pause.TimedOut:
-			r.stopErr = &BelowFloorError{Report: rep, Floor: r.cfg.Floor, Paused: ev.Lasted, PauseTimeout: ev.Timeout}
+			r.stopErr = &BelowFloorError{Report: rep, Floor: r.cfg.Floor, Paused: ev.Lasted, PauseTimeout: ev.Timeout, ResumeAt: ev.ResumeAt()}
 			r.stopNoRoomWatchLocked()
 			if r.stopRun != nil {
 				r.stopRun(r.stopErr)

@@ -454,7 +454,7 @@ func TestRuntimeFixedAndValidate(t *testing.T) {
 		{Mode: "big", Workers: 1},
 		{Mode: Elastic, Workers: 1, Floor: 0, BudgetFloor: 1, MaxBudget: 1},
 		{Mode: Elastic, Workers: 1, Floor: 10, BudgetFloor: 5, MaxBudget: 4},
-		{Mode: Elastic, Workers: 0, Floor: 10, BudgetFloor: 5, MaxBudget: 5},
+		{Mode: Elastic, Workers: -1, Floor: 10, BudgetFloor: 5, MaxBudget: 5},
 		{Mode: Fixed, Workers: 1, MaxBudget: -1},
 	} {
 		if _, err := New(bad); err == nil {

@@ -212,8 +212,8 @@ func (e Event) Message() string {
 		return fmt.Sprintf("resumed after a pause of %v: %s, above its floor of %s",
 			e.Lasted.Round(time.Millisecond), left, bytesize.Human(e.Floor))
 	case TimedOut:
-		return fmt.Sprintf("paused for %v, longer than the pause timeout of %v: %s, below its floor of %s",
-			e.Lasted.Round(time.Millisecond), e.Timeout, left, bytesize.Human(e.Floor))
+		return fmt.Sprintf("paused for %v, longer than the pause timeout of %v: %s, %s",
+			e.Lasted.Round(time.Millisecond), e.Timeout, left, e.Short())
 	case Left:
 		hold := "hold"
 		if r.Projected {
@@ -224,6 +224,21 @@ func (e Event) Message() string {
 			bytesize.Human(e.Own), bytesize.Human(e.Margin))
 	}
 	return ""
+}
+
+// ResumeAt is what the cgroup must leave the loader for this pause to resume
+// short of the settle rule: the floor plus the pause's hysteresis.
+func (e Event) ResumeAt() int64 { return e.Floor + e.Hysteresis }
+
+// Short says how what the reading leaves the loader falls short of a resume:
+// "below its floor of F" or, where it is at the floor or above but short of
+// the hysteresis, "above its floor of F but short of the R it resumes at" (a
+// pause that times out there must not say that less than the floor was left).
+func (e Event) Short() string {
+	if e.Reading.Current < e.Floor {
+		return "below its floor of " + bytesize.Human(e.Floor)
+	}
+	return fmt.Sprintf("above its floor of %s but short of the %s it resumes at", bytesize.Human(e.Floor), bytesize.Human(e.ResumeAt()))
 }
 
 // Controller turns readings into pauses and resumes. Safe for concurrent use.
