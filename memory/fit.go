@@ -106,7 +106,10 @@ const (
 	// Go heap and the C heap; the shed actions; the program text, unlocked until
 	// the resume). It resumes once the cgroup leaves it its floor plus a
 	// hysteresis (package pause); its consumer sees a delay, not an error. A pause
-	// longer than Config.PauseTimeout ends the run with a [*BelowFloorError].
+	// longer than Config.PauseTimeout ends the run with a [*BelowFloorError], and
+	// under [LeaveNoRoom] (Config.NoRoom's default) a pause in which the others
+	// alone leave the loader less than its own resident set ends it with a
+	// [*NoRoomError].
 	PauseBelowFloor FloorPolicy = "pause"
 	// StopBelowFloor ends the run with a [*BelowFloorError] as soon as
 	// the memory the cgroup leaves the loader now (not projected) is below its floor:
