@@ -48,7 +48,9 @@
 // [WithRuntime]: the runtime gives the budget and the gate, and Run runs the
 // graph through [Runtime.Supervise], which starts and stops what watches it
 // (package memory's runtime: the pressure monitor, the headroom, the read
-// pools, the epoch boundary).
+// pools, the epoch boundary). A graph that owns what was made for it (package
+// memory's NewGraph: a runtime for that graph alone) closes it when Run
+// returns ([Closes]).
 //
 // # Running
 //

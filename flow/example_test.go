@@ -191,3 +191,43 @@ func ExampleGraph_Run_badArguments() {
 	fmt.Println(g.Run(context.Background()))
 	// Output: graph "example": stage "batch": batch size 0: must be at least 1
 }
+
+// closer is what a graph may own: here it says when it is closed.
+type closer string
+
+func (c closer) Close() error { fmt.Println("closed", string(c)); return nil }
+
+// A graph owns what was made for it alone: Run closes it once every stage
+// has ended, also when the graph cannot start.
+func ExampleCloses() {
+	g := flow.New("example", flow.Closes(closer("the runtime")))
+	flow.Sink(flow.FromSlice(g, "numbers", []int{1, 2}), "print", func(_ context.Context, v int) error {
+		fmt.Println(v)
+		return nil
+	})
+	fmt.Println(g.Run(context.Background()))
+
+	g = flow.New("broken", flow.Closes(closer("the other one")))
+	flow.FromSlice(g, "numbers", []int{1}) // never consumed
+	fmt.Println(g.Run(context.Background()))
+	// Output:
+	// 1
+	// 2
+	// closed the runtime
+	// <nil>
+	// closed the other one
+	// graph "broken": the output of "numbers" is not consumed; end it with Sink
+}
+
+// A step written outside package flow takes the stream before it and reads
+// its graph (here the budget) from it.
+func ExampleStream_Graph() {
+	g := flow.New("example", flow.WithBudget(1<<20))
+	nums := flow.FromSlice(g, "numbers", []int{1, 2, 3})
+	fmt.Println(nums.Graph().Name(), nums.Graph().Budget().Limit())
+	flow.Sink(nums, "drop", func(context.Context, int) error { return nil })
+	fmt.Println(g.Run(context.Background()))
+	// Output:
+	// example 1048576
+	// <nil>
+}

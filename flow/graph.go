@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,8 @@ type Graph struct {
 	ownBudget bool // WithBudget, WithSharedBudget or WithGate was given
 	queueSize int
 	registry  prometheus.Registerer
+
+	closers []io.Closer // Closes: closed when Run returns
 
 	mu       sync.Mutex
 	nodes    []*node
@@ -94,6 +97,21 @@ func WithQueueSize(n int) Option { return func(g *Graph) { g.queueSize = n } }
 
 // WithRegistry exports the graph's metrics (see [Graph.Collector]) on r while it runs.
 func WithRegistry(r prometheus.Registerer) Option { return func(g *Graph) { g.registry = r } }
+
+// Closes hands c to the graph: [Graph.Run] closes it when it returns,
+// whatever it returns (a construction error included), after every stage has
+// ended, and joins c's error to its own. It is how a graph owns what was made
+// for it alone (package memory's NewGraph gives it its runtime this way).
+// A nil c is reported by Run.
+func Closes(c io.Closer) Option {
+	return func(g *Graph) {
+		if c == nil {
+			g.buildErr = append(g.buildErr, fmt.Errorf("graph %q: Closes: nil closer", g.name))
+			return
+		}
+		g.closers = append(g.closers, c)
+	}
+}
 
 // New returns an empty graph. name labels its metrics.
 func New(name string, opts ...Option) *Graph {
@@ -181,6 +199,11 @@ func newStream[T any](g *Graph, from string, size int) Stream[T] {
 	g.mu.Unlock()
 	return Stream[T]{g: g, ch: ch, info: info}
 }
+
+// Graph returns the graph s belongs to, or nil for the zero Stream. A step
+// written outside package flow (a function from a stream to a stream, such as
+// stage/decode's Images) reads the graph's budget, gate or runtime through it.
+func (s Stream[T]) Graph() *Graph { return s.g }
 
 // consume marks s as used by node to, returning false (and recording an
 // error) if it was already used or is the zero Stream.
@@ -299,13 +322,21 @@ func (e *StageError) Unwrap() error { return e.Err }
 // and returns ctx's error. When Run returns, every goroutine it started has
 // ended and every element still queued has been discarded (claims dropped,
 // [stage.Releaser] values released). A graph runs once.
-func (g *Graph) Run(ctx context.Context) error {
+func (g *Graph) Run(ctx context.Context) (err error) {
 	g.mu.Lock()
 	if g.ran {
 		g.mu.Unlock()
 		return fmt.Errorf("graph %q: Run called twice", g.name)
 	}
 	g.ran = true
+	defer func() {
+		// Last: after the stages, the runtime's supervision and the metrics.
+		for i := len(g.closers) - 1; i >= 0; i-- {
+			if cerr := g.closers[i].Close(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("graph %q: closing what it owns: %w", g.name, cerr))
+			}
+		}
+	}()
 	for _, e := range g.edges {
 		if !e.used {
 			g.buildErr = append(g.buildErr, fmt.Errorf("graph %q: the output of %q is not consumed; end it with Sink", g.name, e.from))

@@ -2,8 +2,9 @@
 // so that the loader stays inside its cgroup beside the process it shares it
 // with (the trainer), in one of two modes, [Elastic] (the default) and [Fixed].
 //
-// A graph takes the runtime once, flow.New(name, flow.WithRuntime(rt)), and
-// Graph.Run does the rest: the graph draws on the runtime's byte budget, its
+// A graph takes the runtime once, flow.New(name, flow.WithRuntime(rt)) (or
+// [NewGraph], for a graph that owns a runtime of its own), and Graph.Run does
+// the rest: the graph draws on the runtime's byte budget, its
 // sources take permits from the pressure gate and read into the runtime's read
 // buffers, the headroom sampler runs exactly as long as the graph, the pressure
 // monitor from the first graph until [Runtime.Close] (between epochs too), and

@@ -55,6 +55,23 @@ func ExampleNew() {
 	// Output: fixed 16 MiB
 }
 
+// One graph under a runtime of its own: the graph owns it, and Run closes it.
+func ExampleNewGraph() {
+	g, err := memory.NewGraph("train", memory.Config{Mode: memory.Fixed, MaxBudget: 16 << 20, ReadRegistered: -1})
+	if err != nil {
+		panic(err)
+	}
+	flow.Sink(flow.FromSlice(g, "items", []string{"a", "b"}), "consume", func(context.Context, string) error { return nil })
+	fmt.Println(g.Budget().Limit()>>20, "MiB;", g.Run(context.Background()))
+	// A second graph on the same runtime is refused: it was closed with the first.
+	g2 := flow.New("again", flow.WithRuntime(g.Runtime()))
+	flow.Sink(flow.FromSlice(g2, "items", []string{"c"}), "consume", func(context.Context, string) error { return nil })
+	fmt.Println(g2.Run(context.Background()))
+	// Output:
+	// 16 MiB; <nil>
+	// memory runtime: graph again: the runtime is closed
+}
+
 // A run that the cgroup leaves less than its floor ends with a BelowFloorError; a
 // launcher tells it from a failure with errors.Is and exits with its own status.
 func ExampleBelowFloorError() {

@@ -50,6 +50,8 @@ type Runtime struct {
 	textMeter    func() int64
 	textReleases int
 	textAfter    int64
+	// The watch of a pause for room (LeaveNoRoom; applyMu).
+	noRoom noRoomWatch
 
 	level    atomic.Int32
 	headGoal atomic.Int64            // the budget the headroom asks for
@@ -76,6 +78,9 @@ func New(cfg Config) (_ *Runtime, err error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
@@ -191,6 +196,26 @@ func New(cfg Config) (_ *Runtime, err error) {
 		}
 	}
 	return r, nil
+}
+
+// NewGraph returns a graph named name (with opts, as flow.New takes them)
+// under a memory runtime of its own, made from cfg: the graph owns the
+// runtime, and its Run closes it when it returns (flow.Closes). It is the one
+// call a pipeline of one graph needs; the runtime must be made before the
+// graph's sources, which take its budget, gate and read buffers.
+//
+// A runtime spans the graphs it runs one after another (epochs: the read pool
+// is resized and the heap collected between them, the pressure monitor runs
+// throughout); for several graphs, make one with [New], give it to each with
+// flow.WithRuntime, and Close it after the last. A graph from NewGraph that is
+// never run keeps its runtime (its read pool, its pressure monitor) until the
+// process ends.
+func NewGraph(name string, cfg Config, opts ...flow.Option) (*flow.Graph, error) {
+	rt, err := New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("graph %q: %w", name, err)
+	}
+	return flow.New(name, append([]flow.Option{flow.WithRuntime(rt), flow.Closes(rt)}, opts...)...), nil
 }
 
 // openBuffers makes the runtime's UMA, one per runtime (the read buffers, and a
@@ -430,11 +455,13 @@ func (r *Runtime) Level() pressure.Level { return pressure.Level(r.level.Load())
 func (r *Runtime) Close() error {
 	r.applyMu.Lock()
 	r.closed = true
+	r.stopNoRoomWatchLocked()
 	if r.setGo {
 		debug.SetMemoryLimit(r.prevGo)
 		r.setGo = false
 	}
 	r.applyMu.Unlock()
+	r.noRoom.wg.Wait()
 	if r.th != nil {
 		r.th.close() // the monitor, which outlives the graphs
 	}

@@ -265,7 +265,7 @@ func buildGenerate(b *Build, cfg *Config, _ Stream) (Stream, error) {
 			if err := out.Reserve(ctx, int64(len(data))); err != nil {
 				return err
 			}
-			s := &source.Sample{Key: fmt.Sprintf("gen/%d/%08d", epoch, i), Index: int64(i), Fields: []source.Field{{Name: "jpg", Data: data}}}
+			s := &source.Sample{Key: fmt.Sprintf("gen/%d/%08d", epoch, i), Index: int64(i), Epoch: int64(epoch), Fields: []source.Field{{Name: "jpg", Data: data}}}
 			if err := out.Emit(ctx, s); err != nil {
 				return err
 			}

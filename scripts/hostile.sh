@@ -112,6 +112,10 @@ ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # prints how long it took to end, its exit status and its last line on stderr.
 stopsig() {
 	sig=$1; shift
+	# Emptied first: the grep below must not see the last case's progress line
+	# (a SIGINT sent before psiflow's handler is installed is lost, since sh
+	# starts background commands with SIGINT ignored).
+	: >"$T/out"
 	"$@" >"$T/out" 2>"$T/err" </dev/null &
 	pid=$!
 	i=0; while ! grep -q 'samples/s' "$T/out" && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
@@ -146,6 +150,7 @@ row "tar sample without its image" env DATA="$T/notar" "$P" run -every 0 -set so
 changerow() {
 	input=$1; what=$2; shift 2
 	rm -rf "$T/chg" && cp -r "$T/big" "$T/chg"
+	: >"$T/out"
 	env DATA="$T/chg" "$P" run -every 100ms -set epochs=10 "$@" imagefolder >"$T/out" 2>"$T/err" </dev/null &
 	pid=$!
 	i=0; while ! grep -q 'samples/s' "$T/out" && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
@@ -234,6 +239,7 @@ if [ "$(id -u)" = 0 ]; then
 
 	# run -cgroup killed by SIGKILL or SIGHUP: is its group left?
 	for sig in KILL HUP; do
+		: >"$T/out"
 		env DATA="$T/big" "$P" run -cgroup -every 100ms -set epochs=1000 imagefolder >"$T/out" 2>&1 &
 		pid=$!; i=0; while ! grep -q 'samples/s' "$T/out" && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 		kill -$sig $pid; wait $pid 2>/dev/null

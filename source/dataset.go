@@ -161,6 +161,9 @@ type Sample struct {
 	// first member. A decoder derives per-sample randomness from (seed, epoch,
 	// Index), so a resumed epoch gets the same augmentation.
 	Index int64
+	// Epoch is the epoch the sample was read in ([Options.Epoch]): with Index,
+	// what a random transform draws from.
+	Epoch int64
 
 	bytes   int64
 	budget  Budget
@@ -194,6 +197,25 @@ func (s *Sample) MissingField(name string) error {
 		have[i] = s.Key + "." + f.Name
 	}
 	return &ReadError{Op: "tar", Path: s.Shard, Off: s.Off, Err: fmt.Errorf("sample %q has no member %q (it has %s)", s.Key, s.Key+"."+name, strings.Join(have, ", "))}
+}
+
+// EncodedImage returns the sample as a decode stage reads it (stage/decode's
+// Image, so that decode.Images needs no accessor): its key, the bytes of its
+// image field, its Index and its Epoch. The image field is the first whose
+// name is jpg, jpeg or png (in any case), else the sample's only field; a
+// sample with neither (a tar sample without its image) returns the error of
+// [Sample.MissingField] for "jpg", naming the members it has.
+func (s *Sample) EncodedImage() (key string, data []byte, index, epoch int64, err error) {
+	for _, f := range s.Fields {
+		switch strings.ToLower(f.Name) {
+		case "jpg", "jpeg", "png":
+			return s.Key, f.Data, s.Index, s.Epoch, nil
+		}
+	}
+	if len(s.Fields) == 1 {
+		return s.Key, s.Fields[0].Data, s.Index, s.Epoch, nil
+	}
+	return s.Key, nil, s.Index, s.Epoch, s.MissingField("jpg")
 }
 
 // Len returns the total bytes of the sample's fields.

@@ -71,6 +71,30 @@ func ExampleFiles_Samples() {
 	// sample 5
 }
 
+// A sample names its image for a decode stage (decode.Images reads it this
+// way): the field called jpg, jpeg or png, else its only field, with its
+// dataset index and epoch; a tar sample without its image is an error naming
+// what it has.
+func ExampleSample_EncodedImage() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	os.WriteFile(filepath.Join(dir, "cat.JPEG"), []byte("not really a JPEG"), 0o644)
+	ds, _ := source.Dir(dir, ".JPEG")
+	it, _ := ds.Samples(source.Options{Epoch: 2})
+	defer it.Close()
+	s, _ := it.Next(context.Background())
+	defer s.Release()
+	key, data, index, epoch, err := s.EncodedImage()
+	fmt.Println(filepath.Base(key), string(data), index, epoch, err)
+
+	tarSample := &source.Sample{Key: "shard0/42", Shard: "shard0.tar", Fields: []source.Field{{Name: "cls"}, {Name: "json"}}}
+	_, _, _, _, err = tarSample.EncodedImage()
+	fmt.Println(err)
+	// Output:
+	// cat.JPEG not really a JPEG 0 2 <nil>
+	// tar shard0.tar at offset 0: sample "shard0/42" has no member "shard0/42.jpg" (it has shard0/42.cls, shard0/42.json)
+}
+
 // A dataset folder that holds nothing to read is an error that says what was
 // looked for and what was found.
 func ExampleDir_empty() {

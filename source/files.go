@@ -471,7 +471,7 @@ func (it *fileIter) Next(ctx context.Context) (*Sample, error) {
 			continue
 		}
 		res.closeFile()
-		s := &Sample{Key: res.path, Shard: res.path, Index: int64(res.idx), bufs: []Buffer{res.buf}, budget: it.r.Budget, bytes: res.size}
+		s := &Sample{Key: res.path, Shard: res.path, Index: int64(res.idx), Epoch: int64(it.r.Epoch), bufs: []Buffer{res.buf}, budget: it.r.Budget, bytes: res.size}
 		s.Fields = []Field{{Name: extOf(res.path), Data: res.buf.Bytes()[:res.n]}}
 		return s, nil
 	}

@@ -273,7 +273,7 @@ func (it *tarIter) readSample(ctx context.Context) (pending, error) {
 			first = m
 		}
 		shardPath := it.d.paths[it.shards[it.shard]]
-		s := &Sample{Key: first.key, Shard: shardPath, Off: first.start, Index: tarIndex(it.shards[it.shard], first.start)}
+		s := &Sample{Key: first.key, Shard: shardPath, Off: first.start, Index: tarIndex(it.shards[it.shard], first.start), Epoch: int64(it.r.Epoch)}
 		s.add(first)
 		ref := Ref{Shard: it.shards[it.shard], Off: first.start, End: first.end}
 		for {

@@ -35,7 +35,7 @@ func (it *tarIter) readRef(ctx context.Context, ref Ref) (*Sample, error) {
 		return nil, c[0].Err
 	}
 	tr := tar.NewReader(bytes.NewReader(buf[:c[0].N]))
-	s := &Sample{Shard: p, Off: ref.Off, Index: tarIndex(ref.Shard, ref.Off)}
+	s := &Sample{Shard: p, Off: ref.Off, Index: tarIndex(ref.Shard, ref.Off), Epoch: int64(it.r.Epoch)}
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {

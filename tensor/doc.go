@@ -11,7 +11,8 @@
 //   - [Sample]: one tensor with its key and label, pooled ([SamplePool]); the
 //     graph releases it when its life ends.
 //   - [Batch] and [Collate]: samples of one shape copied into one contiguous
-//     tensor [n, shape...] with the samples' keys and labels.
+//     tensor [n, shape...] with the samples' keys and labels; [Batches] groups
+//     and collates in one stage.
 //   - Package [github.com/psiflow/psiflow/tensor/tensorarrow]: Arrow columns
 //     as tensors, the one place they are converted.
 //

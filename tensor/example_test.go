@@ -32,6 +32,30 @@ func ExampleCollate() {
 	// [img2] [0] uint8 [1 1 2 2] 4 bytes
 }
 
+// Batching and collating in one step: the same batches as flow.Batch then
+// Collate.
+func ExampleBatches() {
+	g := flow.New("batches")
+	var samples []*tensor.Sample
+	for i := range 5 {
+		s := &tensor.Sample{Key: fmt.Sprintf("img%d", i), Label: -1}
+		copy(s.Tensor.ReuseU8(3), []uint8{uint8(i), 0, 0})
+		s.Tensor.SetShape(3, 1, 1)
+		samples = append(samples, s)
+	}
+	batches := flow.Via(flow.FromSlice(g, "samples", samples), tensor.Batches("batch", 2))
+	flow.Sink(batches, "print", func(_ context.Context, b *tensor.Batch) error {
+		fmt.Println(b.Keys, b.Tensor.Shape)
+		return nil
+	})
+	fmt.Println(g.Run(context.Background()))
+	// Output:
+	// [img0 img1] [2 3 1 1]
+	// [img2 img3] [2 3 1 1]
+	// [img4] [1 3 1 1]
+	// <nil>
+}
+
 // slots lends one fixed buffer at a time: a stand-in for a consumer's
 // shared memory.
 type slots struct{ mem []byte }

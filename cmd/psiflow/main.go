@@ -15,6 +15,7 @@ import (
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/reexec"
 	"github.com/psiflow/psiflow/sink"
+	"github.com/psiflow/psiflow/source/synth"
 )
 
 // command is one launcher subcommand.
@@ -97,6 +98,11 @@ func dispatch(ctx context.Context, stdout, stderr io.Writer, args []string) int 
 			if errors.As(err, &nw) {
 				// What the stop cost: a file sink removed this run's output.
 				fmt.Fprintf(stderr, "psiflow %s: %v\n", c.name, nw)
+			}
+			var gs *synth.Stopped
+			if errors.As(err, &gs) {
+				// gen: the partial file it removed, and what it kept.
+				fmt.Fprintf(stderr, "psiflow %s: %v\n", c.name, gs)
 			}
 			return sig.ExitCode()
 		}

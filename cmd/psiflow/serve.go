@@ -18,6 +18,7 @@ import (
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines"
+	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/tensor"
@@ -96,7 +97,9 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := sink.NewTorch(sink.TorchConfig{Socket: c.socket, Slots: c.slots, Keys: c.keys})
+	// The socket is made in accept, once the start-up checks passed: a client
+	// could otherwise connect (the kernel queues it) to a server about to fail.
+	t, err := sink.NewTorch(sink.TorchConfig{Socket: c.socket, Slots: c.slots, Keys: c.keys, ListenOnAccept: true})
 	if err != nil {
 		return err
 	}
@@ -106,6 +109,9 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 		// Said only here, once the start-up checks passed (Hooks.Ready): a
 		// consumer, or a script that waits for this line, then meets a loader
 		// that really serves, not one about to fail its checks.
+		if err := t.Listen(); err != nil {
+			return err
+		}
 		if c.slots > 0 {
 			fmt.Fprintf(stdout, "psiflow serve: listening on %s (%d slots)\n", c.socket, c.slots)
 		} else {
@@ -164,6 +170,14 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 		Info:        func(s string) { fmt.Fprintln(stdout, "  "+s) },
 		Skipped:     func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow serve: %s: skipped: %v\n", node, err) },
 		Ready:       accept,
+		// With a sample cache each epoch says how much of it the cache served
+		// (a second epoch from the cache said nothing).
+		OnEpoch: func(n int, e progress.Epoch) {
+			if e.CacheLookups > 0 {
+				fmt.Fprintf(stdout, "psiflow serve: epoch %d: %d samples, %.0f samples/s, cache hits %.0f%% (%d of %d samples from the sample cache)\n",
+					n+1, e.Items, e.Rate(), e.HitRate(), e.CacheHits, e.CacheLookups)
+			}
+		},
 		// Each pause, resume and pause timeout also goes to the consumer (a
 		// "pause" message): python/psiflow writes its line where the training
 		// loop sees it, which this process's standard output is not.
@@ -202,6 +216,14 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 	sum, err := pipelines.Run(ctx, c.p, hooks)
 	if sec := sum.Elapsed.Seconds(); sec > 0 {
 		fmt.Fprintf(stdout, "psiflow serve: %d samples in %d batches, %.1f s, %.0f samples/s\n", sum.Items, sum.Batches, sec, float64(sum.Items)/sec)
+	}
+	var hits, lookups int64
+	for _, e := range sum.Epochs {
+		hits, lookups = hits+e.CacheHits, lookups+e.CacheLookups
+	}
+	if lookups > 0 {
+		fmt.Fprintf(stdout, "psiflow serve: sample cache: %d of %d samples served from it (%.0f%%) over %d epochs\n",
+			hits, lookups, 100*float64(hits)/float64(lookups), len(sum.Epochs))
 	}
 	if rt != nil {
 		if n, d := rt.PauseStats(); n > 0 {

@@ -10,7 +10,7 @@ import (
 )
 
 func TestRegister(t *testing.T) {
-	c, err := New(Config{Floor: mib, Hysteresis: 1})
+	c, err := New(Config{Floor: mib, Hysteresis: 1, Calm: Forever})
 	if err != nil {
 		t.Fatal(err)
 	}

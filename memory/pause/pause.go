@@ -23,6 +23,17 @@ const MinHysteresis = 4 << 20
 // resumes without the hysteresis (Config.Settle).
 const DefaultSettle = time.Second
 
+// DefaultCalm is how long, by default, a paused loader must have been left its
+// resume point with the others not growing before it resumes (Config.Calm).
+const DefaultCalm = 300 * time.Millisecond
+
+// DefaultRiseTolerance is the largest projected growth of the others (their
+// growth over the headroom's lookahead, a second) that still counts as not
+// rising by default (Config.RiseTolerance): the loader's own resident set
+// jitters by a few hundred KiB between samples, and the headroom sees that as
+// the others' growth.
+const DefaultRiseTolerance = 4 << 20
+
 // Config configures a [Controller].
 type Config struct {
 	// Floor is the loader's smallest working set that still makes progress; the
@@ -44,6 +55,21 @@ type Config struct {
 	// it pause and resume at most once per Settle. 0 is DefaultSettle, [Forever]
 	// (any negative value) never: only the hysteresis resumes.
 	Settle time.Duration
+	// Calm is how long the readings must have left the loader its resume point
+	// (the floor plus the hysteresis, or the floor for a pause the projection
+	// alone started), the others not rising, before it resumes: a co-tenant's
+	// ramp can stall for a sample (its own page faults, a busy CPU), and a
+	// loader that resumed then paused again a moment later with less memory
+	// left than at the first pause (the spike grid at 90% of 256 MiB: resumed
+	// 200 ms into its pause while the co-tenant rose, then both OOM-killed). 0
+	// is DefaultCalm, [Forever] (any negative value) none: the first reading at
+	// the resume point resumes (the others still must not rise).
+	Calm time.Duration
+	// RiseTolerance is the largest projected growth of the others (Reading.Now
+	// − Reading.Current of a projected reading) that counts as not rising: a
+	// reading whose others rise faster never resumes a pause, and starts the
+	// settling and the calm again. 0 is DefaultRiseTolerance.
+	RiseTolerance int64
 }
 
 func (c *Config) fill() {
@@ -56,6 +82,12 @@ func (c *Config) fill() {
 	if c.Settle == 0 {
 		c.Settle = DefaultSettle
 	}
+	if c.Calm == 0 {
+		c.Calm = DefaultCalm
+	}
+	if c.RiseTolerance == 0 {
+		c.RiseTolerance = DefaultRiseTolerance
+	}
 }
 
 // Validate names the first field that cannot work.
@@ -65,6 +97,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("pause: floor %d bytes: must be positive", c.Floor)
 	case c.Hysteresis < 0:
 		return fmt.Errorf("pause: hysteresis %d bytes: must not be negative", c.Hysteresis)
+	case c.RiseTolerance < 0:
+		return fmt.Errorf("pause: rise tolerance %d bytes: must not be negative", c.RiseTolerance)
 	}
 	return nil
 }
@@ -86,6 +120,12 @@ type Reading struct {
 	Now int64
 }
 
+// rising reports that the others grow faster than tolerance: their projection a
+// lookahead ahead is more than tolerance above what they hold now.
+func (r Reading) rising(tolerance int64) bool {
+	return r.Projected && r.Now-r.Current > tolerance
+}
+
 // now is what the reading says the cgroup leaves the loader at this instant.
 func (r Reading) now() int64 {
 	if r.Projected {
@@ -105,6 +145,10 @@ const (
 	Resumed
 	// TimedOut: the pause lasted longer than the timeout; the run should end.
 	TimedOut
+	// Left: the others alone leave the paused loader less than its own resident
+	// set (Event.Own) and a margin (Event.Margin): the run ends. The memory
+	// runtime decides it, not the [Controller].
+	Left
 )
 
 func (k Kind) String() string {
@@ -115,6 +159,8 @@ func (k Kind) String() string {
 		return "resumed"
 	case TimedOut:
 		return "timed out"
+	case Left:
+		return "left"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -130,8 +176,11 @@ type Event struct {
 	Timeout           time.Duration
 	// Settle repeats Config.Settle (negative: a pause waits for the hysteresis).
 	Settle time.Duration
-	// Lasted is how long the pause lasted (Resumed, TimedOut).
+	// Lasted is how long the pause lasted (Resumed, TimedOut, Left).
 	Lasted time.Duration
+	// Own is the loader's own resident memory that reclaim cannot take, and
+	// Margin the room both processes' code needs beside it (Left).
+	Own, Margin int64
 }
 
 // Message is the line to show for the event.
@@ -163,10 +212,33 @@ func (e Event) Message() string {
 		return fmt.Sprintf("resumed after a pause of %v: %s, above its floor of %s",
 			e.Lasted.Round(time.Millisecond), left, bytesize.Human(e.Floor))
 	case TimedOut:
-		return fmt.Sprintf("paused for %v, longer than the pause timeout of %v: %s, below its floor of %s",
-			e.Lasted.Round(time.Millisecond), e.Timeout, left, bytesize.Human(e.Floor))
+		return fmt.Sprintf("paused for %v, longer than the pause timeout of %v: %s, %s",
+			e.Lasted.Round(time.Millisecond), e.Timeout, left, e.Short())
+	case Left:
+		hold := "hold"
+		if r.Projected {
+			hold = "grow to" // within the few tens of milliseconds the decision looks ahead
+		}
+		return fmt.Sprintf("left after a pause of %v: the others %s %s of the limit of %s, which leaves %s, less than the paused loader's own %s and the %s both processes' code needs: both cannot fit, so the loader ends its run rather than be the reason the co-tenant is OOM-killed",
+			e.Lasted.Round(time.Millisecond), hold, bytesize.Human(r.Others), bytesize.Human(r.Limit), bytesize.Human(r.Limit-r.Others),
+			bytesize.Human(e.Own), bytesize.Human(e.Margin))
 	}
 	return ""
+}
+
+// ResumeAt is what the cgroup must leave the loader for this pause to resume
+// short of the settle rule: the floor plus the pause's hysteresis.
+func (e Event) ResumeAt() int64 { return e.Floor + e.Hysteresis }
+
+// Short says how what the reading leaves the loader falls short of a resume:
+// "below its floor of F" or, where it is at the floor or above but short of
+// the hysteresis, "above its floor of F but short of the R it resumes at" (a
+// pause that times out there must not say that less than the floor was left).
+func (e Event) Short() string {
+	if e.Reading.Current < e.Floor {
+		return "below its floor of " + bytesize.Human(e.Floor)
+	}
+	return fmt.Sprintf("above its floor of %s but short of the %s it resumes at", bytesize.Human(e.Floor), bytesize.Human(e.ResumeAt()))
 }
 
 // Controller turns readings into pauses and resumes. Safe for concurrent use.
@@ -184,8 +256,12 @@ type Controller struct {
 	// hysteresis too.
 	short bool
 	// steady: the start of the readings in a row of this pause that left the
-	// loader at least its floor (zero: the last one did not).
+	// loader at least its floor, the others not rising (zero: the last one did
+	// not).
 	steady time.Time
+	// good: the start of the readings in a row of this pause that left the
+	// loader its resume point, the others not rising (zero: the last one did not).
+	good time.Time
 }
 
 // New checks cfg and returns a controller that is not paused.
@@ -202,23 +278,27 @@ func (c *Controller) Config() Config { return c.cfg }
 
 // Observe takes one reading (in time order) and returns the event it causes, if
 // any: Paused when a running loader is left less than its floor (now or in the
-// projection of growing others), Resumed when a paused one is left at least the
-// floor plus the hysteresis (at most half of the way from the floor to limit −
-// reserve, the most the limit could ever leave it), TimedOut (once) when a
-// pause has lasted longer than the timeout.
+// projection of growing others), Resumed when a paused one has been left at
+// least the floor plus the hysteresis (at most half of the way from the floor
+// to limit − reserve, the most the limit could ever leave it) for Config.Calm
+// with the others not rising, TimedOut (once) when a pause has lasted longer
+// than the timeout.
 //
 // A pause that only the projection started, while the cgroup still left the
-// loader its floor, resumes without the hysteresis: as soon as the projection
-// (or, once the growth stops, the reading itself) leaves the floor again. Such
-// a pause gives memory back ahead of a peak; a co-tenant that stops growing at
-// a share that leaves the loader its floor but not the floor plus the
-// hysteresis would otherwise hold it paused for ever, where the loader runs.
-// Once any reading of the pause left less than the floor, the hysteresis
-// applies, but only until the readings (their projections included) have left
-// at least the floor for Config.Settle: then the pause resumes at the floor
-// (the co-tenant settled short of the hysteresis; a trainer that waits for
-// the loader's next batch gives nothing more back, and the pause would last
-// until the timeout with the trainer stalled behind it).
+// loader its floor, resumes without the hysteresis: once the growth stops
+// (the others rise by no more than Config.RiseTolerance a lookahead ahead) and
+// the reading leaves the floor, for Config.Calm. Such a pause gives memory
+// back ahead of a peak; a co-tenant that stops growing at a share that leaves
+// the loader its floor but not the floor plus the hysteresis would otherwise
+// hold it paused for ever, where the loader runs. Once any reading of the
+// pause left less than the floor, the hysteresis applies, but only until the
+// readings (their projections included) have left at least the floor, the
+// others not rising, for Config.Settle: then the pause resumes at the floor
+// (the co-tenant settled short of the hysteresis; a trainer that waits for the
+// loader's next batch gives nothing more back, and the pause would last until
+// the timeout with the trainer stalled behind it). No reading whose others
+// rise resumes a pause: a co-tenant still ramping takes what the loader would
+// read into.
 func (c *Controller) Observe(r Reading) (Event, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -233,19 +313,28 @@ func (c *Controller) Observe(r Reading) (Event, bool) {
 	if !c.short {
 		ev.Hysteresis = 0
 	}
-	if starts || r.Current < c.cfg.Floor {
-		c.steady = time.Time{}
-	} else if c.steady.IsZero() {
-		c.steady = r.At
+	rising := r.rising(c.cfg.RiseTolerance)
+	since := func(t *time.Time, ok bool) time.Duration {
+		switch {
+		case starts || !ok:
+			*t = time.Time{}
+			return -1
+		case t.IsZero():
+			*t = r.At
+		}
+		return r.At.Sub(*t)
 	}
-	settled := c.cfg.Settle > 0 && !c.steady.IsZero() && r.At.Sub(c.steady) >= c.cfg.Settle
+	steady := since(&c.steady, !rising && r.Current >= c.cfg.Floor)
+	good := since(&c.good, !rising && r.Current >= c.cfg.Floor+ev.Hysteresis)
+	settled := c.cfg.Settle > 0 && steady >= c.cfg.Settle
+	calm := good >= 0 && (c.cfg.Calm < 0 || good >= c.cfg.Calm)
 	switch {
 	case starts:
 		c.paused, c.since, c.timedOut = true, r.At, false
 		c.pauses++
 		ev.Kind = Paused
 		return ev, true
-	case c.paused && (r.Current >= c.cfg.Floor+ev.Hysteresis || settled):
+	case c.paused && (calm || settled):
 		ev.Lasted = max(0, r.At.Sub(c.since))
 		c.total += ev.Lasted
 		c.paused = false
@@ -279,6 +368,17 @@ func (c *Controller) hysteresis(limit, reserve int64) int64 {
 		return c.cfg.Hysteresis
 	}
 	return min(c.cfg.Hysteresis, max(0, (limit-reserve-c.cfg.Floor)/2))
+}
+
+// PausedFor returns how long the pause in progress has lasted at now (0 when
+// not paused).
+func (c *Controller) PausedFor(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.paused {
+		return 0
+	}
+	return max(0, now.Sub(c.since))
 }
 
 // Paused reports whether the loader is paused now.

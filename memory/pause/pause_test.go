@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 const mib = 1 << 20
@@ -64,7 +66,9 @@ func TestController(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := New(tt.cfg)
+			cfg := tt.cfg
+			cfg.Calm = Forever // the calm has a test of its own
+			c, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +113,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestMessages(t *testing.T) {
-	c, err := New(Config{Floor: 39 * mib, Timeout: 10 * time.Minute})
+	c, err := New(Config{Floor: 39 * mib, Timeout: 10 * time.Minute, Calm: Forever})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,9 +161,10 @@ func TestControllerPauseOnAProjection(t *testing.T) {
 			{40 * mib, 0, Resumed},  // growth stopped: 40 MiB ≥ the floor, < floor + hysteresis
 			{40 * mib, 0, 0},        // runs there
 		}},
-		{"a projection above the floor resumes while the growth slows", []step{
+		{"a projection above the floor resumes once the growth is within the tolerance", []step{
 			{50 * mib, 30 * mib, Paused},
-			{44 * mib, 40 * mib, Resumed},
+			{60 * mib, 45 * mib, 0},       // above the floor, but the others still rise (15 MiB a second ahead)
+			{44 * mib, 40 * mib, Resumed}, // 4 MiB a second ahead: DefaultRiseTolerance
 		}},
 		{"the reading itself fell below the floor: the hysteresis applies", []step{
 			{45 * mib, 37 * mib, Paused},
@@ -176,7 +181,7 @@ func TestControllerPauseOnAProjection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := New(Config{Floor: floor})
+			c, err := New(Config{Floor: floor, Calm: Forever})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +270,8 @@ func TestControllerSettlesAtTheFloor(t *testing.T) {
 			{0, 30 * mib, false, Paused},
 			{100, 40 * mib, false, 0},
 			{140000, 40 * mib, false, 0},
-			{140100, 49 * mib, false, Resumed},
+			{140100, 49 * mib, false, 0},
+			{140400, 49 * mib, false, Resumed}, // after DefaultCalm
 		}},
 	}
 	for _, tt := range tests {
@@ -298,5 +304,131 @@ func TestControllerSettlesAtTheFloor(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTimedOutMessageSaysWhatWasShort: a pause that times out while the cgroup
+// leaves the loader its floor but not the floor plus the hysteresis says so,
+// not "below its floor" (it once said "below its floor of 39.1 MiB" with 40.2
+// MiB left); one that times out below the floor says that.
+func TestTimedOutMessageSaysWhatWasShort(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		left    int64
+		want    string
+		notWant string
+	}{
+		{"short of the hysteresis", 40*mib + 200<<10, "leaves the loader 40.2 MiB (limit 256 MiB − others 199.8 MiB − reserve 16 MiB), above its floor of 39 MiB but short of the 48.8 MiB it resumes at", "below its floor"},
+		{"below the floor", 30 * mib, "leaves the loader 30 MiB (limit 256 MiB − others 210 MiB − reserve 16 MiB), below its floor of 39 MiB", "short of"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(Config{Floor: 39 * mib, Timeout: 10 * time.Second, Settle: Forever})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Unix(1000, 0)
+			if ev, ok := c.Observe(Reading{At: t0, Current: 12 * mib, Limit: 256 * mib, Others: 228 * mib, Reserve: 16 * mib}); !ok || ev.Kind != Paused {
+				t.Fatalf("first reading: %v %v, want a pause", ev.Kind, ok)
+			}
+			var last Event
+			for s := 1; s <= 12; s++ {
+				ev, ok := c.Observe(Reading{At: t0.Add(time.Duration(s) * time.Second), Current: tt.left, Limit: 256 * mib, Others: 240*mib - tt.left, Reserve: 16 * mib})
+				if ok {
+					last = ev
+				}
+			}
+			if last.Kind != TimedOut {
+				t.Fatalf("after 12 s paused at %s: event %v, want timed out", bytesize.Human(tt.left), last.Kind)
+			}
+			if m := last.Message(); !strings.Contains(m, tt.want) || strings.Contains(m, tt.notWant) {
+				t.Errorf("timed-out message %q: want %q, not %q", m, tt.want, tt.notWant)
+			}
+		})
+	}
+}
+
+// A co-tenant still ramping never resumes a pause, and a resume needs its
+// point for Config.Calm with the others not rising: in the spike grid at 90%
+// of 256 MiB the loader paused on the projection (others growing to 203 MiB),
+// resumed 200 ms later on a projection that had dipped (others growing to
+// 194 MiB, the ramp stalled for a sample), paused again a moment later with
+// −18 MiB left, and the OOM killer took both it and the co-tenant.
+func TestControllerWaitsForTheRiseToEnd(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
+	const floor = 19 * mib // hysteresis 4.75 MiB: resume point 23.75 MiB for a short pause
+	type step struct {
+		ms             int
+		now, projected int64 // projected 0: the others do not grow
+		want           Kind
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"the 90% spike: no resume during the ramp", []step{
+			{0, 52 * mib, 0, 0},
+			{100, 37 * mib, 12 * mib, Paused}, // others growing: 25 MiB a second ahead
+			{200, 46 * mib, 28 * mib, 0},      // the projection dipped above the floor, the others still rise
+			{300, 30 * mib, 6 * mib, 0},
+			{400, 10 * mib, 0, 0}, // the peak: short now
+			{10400, 10 * mib, 0, 0},
+			{10500, 130 * mib, 0, 0}, // the peak is over: calm from here
+			{10700, 130 * mib, 0, 0},
+			{10800, 130 * mib, 0, Resumed}, // DefaultCalm later
+		}},
+		{"a rise within the calm starts it again", []step{
+			{0, 10 * mib, 0, Paused},
+			{100, 40 * mib, 0, 0},
+			{300, 40 * mib, 0, 0},
+			{400, 40 * mib, 20 * mib, 0}, // rising again
+			{500, 40 * mib, 0, 0},
+			{700, 40 * mib, 0, 0},
+			{800, 40 * mib, 0, Resumed},
+		}},
+		{"a rise within the tolerance is calm", []step{
+			{0, 10 * mib, 0, Paused},
+			{100, 40 * mib, 37 * mib, 0}, // 3 MiB a second ahead: the loader's own jitter
+			{400, 40 * mib, 37 * mib, Resumed},
+		}},
+		{"a reading short of the point starts it again", []step{
+			{0, 10 * mib, 0, Paused},
+			{100, 40 * mib, 0, 0},
+			{300, 22 * mib, 0, 0}, // ≥ the floor, short of the hysteresis
+			{400, 40 * mib, 0, 0},
+			{600, 40 * mib, 0, 0},
+			{700, 40 * mib, 0, Resumed},
+		}},
+		{"the settling needs the others not rising", []step{
+			{0, 10 * mib, 0, Paused},
+			{100, 22 * mib, 0, 0},        // at the floor, short of the hysteresis: settling
+			{900, 30 * mib, 22 * mib, 0}, // others rising 8 MiB a second ahead: settling from the start
+			{1000, 22 * mib, 0, 0},
+			{1900, 22 * mib, 0, 0},
+			{2000, 22 * mib, 0, Resumed}, // DefaultSettle after 1000 ms
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(Config{Floor: floor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tt.steps {
+				r := Reading{At: t0.Add(time.Duration(s.ms) * time.Millisecond), Current: s.now, Limit: 256 * mib, Others: 200 * mib, Reserve: 16 * mib}
+				if s.projected != 0 {
+					r.Current, r.Projected, r.Now = s.projected, true, s.now
+				}
+				ev, ok := c.Observe(r)
+				if ok != (s.want != 0) || ev.Kind != s.want {
+					t.Fatalf("step %d (%d ms, now %d MiB, projected %d MiB): event %v (%v), want %v", i, s.ms, s.now/mib, s.projected/mib, ev.Kind, ok, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigValidateRiseTolerance(t *testing.T) {
+	if _, err := New(Config{Floor: mib, RiseTolerance: -1}); err == nil || !strings.Contains(err.Error(), "rise tolerance") {
+		t.Errorf("a negative rise tolerance: %v", err)
 	}
 }

@@ -3,7 +3,6 @@ package flowsrc_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,38 +22,22 @@ import (
 func Example_imageFolder() {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	// The memory runtime: a quarter of the cgroup memory limit in flight, the gate
-	// on its memory pressure, the read pool the reads land in.
-	rt, err := memory.New(memory.Config{Mode: memory.Fixed, Pressure: true, Workers: runtime.NumCPU(), Registerer: reg})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer rt.Close()
-	g := flow.New("train", flow.WithRuntime(rt), flow.WithRegistry(reg))
-
 	files, err := source.Dir("/data/imagenet/train", ".JPEG")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	// A graph under a memory runtime of its own (Run closes it): a quarter of the
+	// cgroup memory limit in flight, the gate on its memory pressure, the read
+	// pool the reads land in; its metrics and the graph's on reg.
+	g, err := memory.NewGraph("train", memory.Config{Mode: memory.Fixed, Pressure: true, Registerer: reg}, flow.WithRegistry(reg))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	samples := flowsrc.Files(g, "read", files, source.Options{Shuffle: true, Seed: 1})
-	dec, err := decode.NewDecoder(decode.Options{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer dec.Close()
-	decoded, err := decode.NewStage("decode", dec, decode.StageConfig{
-		Workers:   runtime.NumCPU(),
-		Transform: decode.Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW},
-	}, func(s *source.Sample) decode.Encoded { return decode.Encoded{Key: s.Key, Data: s.Fields[0].Data} })
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	images := flow.Via(samples, decoded)
-	batches := flow.Via(flow.Batch(images, "batch", 64, 0), tensor.Collate("collate"))
+	images := decode.Images(samples, "decode", decode.Transform{Resize: 256, CenterCrop: 224, Layout: tensor.CHW})
+	batches := flow.Via(images, tensor.Batches("batch", 64))
 	flow.Sink(batches, "train", func(ctx context.Context, b *tensor.Batch) error {
 		_ = b.Tensor // hand the [64, 3, 224, 224] uint8 tensor to the training step
 		return nil

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -127,8 +128,41 @@ func TarShards(dir string, s Shards, seed uint64) ([]string, error) {
 	return TarShardsContext(context.Background(), dir, s, seed)
 }
 
+// Stopped is the error of a writer stopped by its context: what it removed (the
+// file it was writing, which would be partial) and what it kept. It unwraps to
+// the context's error (errors.Is(err, context.Canceled)).
+type Stopped struct {
+	// Err is the context's error.
+	Err error
+	// Removed is the partial file removed, "" when none was being written.
+	Removed string
+	// Done is how many of the file's units (samples of a shard, batches of a
+	// table) were written before the stop; Of is how many it was to hold.
+	Done, Of int
+	// Unit names them: "samples", "batches".
+	Unit string
+	// Kept are the whole files written before it, left in place.
+	Kept []string
+}
+
+// Error says what was removed and kept: "removed the partial shard
+// DIR/shard-000001.tar (12 of 50 samples written); kept 1 whole file".
+func (e *Stopped) Error() string {
+	kept := fmt.Sprintf("kept %d whole files", len(e.Kept))
+	if len(e.Kept) == 1 {
+		kept = "kept 1 whole file"
+	}
+	if e.Removed == "" {
+		return "stopped before any file was started; " + kept
+	}
+	return fmt.Sprintf("removed the partial file %s (%d of %d %s written); %s", e.Removed, e.Done, e.Of, e.Unit, kept)
+}
+
+// Unwrap returns the context's error.
+func (e *Stopped) Unwrap() error { return e.Err }
+
 // TarShardsContext is [TarShards] that stops when ctx ends, between two samples:
-// the shard being written is removed and ctx's error returned.
+// the shard being written is removed and a [*Stopped] returned (wrapping ctx's error).
 func TarShardsContext(ctx context.Context, dir string, s Shards, seed uint64) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
@@ -137,6 +171,10 @@ func TarShardsContext(ctx context.Context, dir string, s Shards, seed uint64) ([
 	for sh := range s.Shards {
 		p := filepath.Join(dir, fmt.Sprintf("shard-%06d.tar", sh))
 		if err := writeShard(ctx, p, sh, s, seed); err != nil {
+			var st *Stopped
+			if errors.As(err, &st) {
+				st.Kept = paths
+			}
 			return nil, err
 		}
 		paths = append(paths, p)
@@ -145,6 +183,9 @@ func TarShardsContext(ctx context.Context, dir string, s Shards, seed uint64) ([
 }
 
 func writeShard(ctx context.Context, p string, sh int, s Shards, seed uint64) error {
+	if err := ctx.Err(); err != nil {
+		return &Stopped{Err: err, Unit: "samples"} // nothing started
+	}
 	f, err := os.Create(p)
 	if err != nil {
 		return fmt.Errorf("synth: %w", err)
@@ -154,7 +195,7 @@ func writeShard(ctx context.Context, p string, sh int, s Shards, seed uint64) er
 		if err := ctx.Err(); err != nil {
 			f.Close()
 			os.Remove(p)
-			return err
+			return &Stopped{Err: err, Removed: p, Done: i, Of: s.Samples, Unit: "samples"}
 		}
 		idx := sh*s.Samples + i
 		img, err := JPEG(s.Image, seed, idx)
@@ -234,7 +275,7 @@ func ParquetFiles(dir string, t Table, seed uint64) ([]string, error) {
 }
 
 // ParquetFilesContext is [ParquetFiles] that stops when ctx ends, between two
-// batches: the file being written is removed and ctx's error returned.
+// batches: the file being written is removed and a [*Stopped] returned.
 func ParquetFilesContext(ctx context.Context, dir string, t Table, seed uint64) ([]string, error) {
 	return writeTables(ctx, dir, "parquet", t, seed, func(f *os.File, fi int) error {
 		props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(max(t.Rows, 1))))
@@ -245,7 +286,7 @@ func ParquetFilesContext(ctx context.Context, dir string, t Table, seed uint64) 
 		for b := range t.Batches {
 			if err := ctx.Err(); err != nil {
 				w.Close()
-				return err
+				return &Stopped{Err: err, Done: b, Of: t.Batches, Unit: "batches"}
 			}
 			rec := Batch(t, seed, fi, b)
 			err := w.Write(rec) // Write starts a new row group per call when rows ≤ max length
@@ -265,7 +306,7 @@ func ArrowFiles(dir string, t Table, seed uint64) ([]string, error) {
 }
 
 // ArrowFilesContext is [ArrowFiles] that stops when ctx ends, between two batches:
-// the file being written is removed and ctx's error returned.
+// the file being written is removed and a [*Stopped] returned.
 func ArrowFilesContext(ctx context.Context, dir string, t Table, seed uint64) ([]string, error) {
 	return writeTables(ctx, dir, "arrow", t, seed, func(f *os.File, fi int) error {
 		w, err := ipc.NewFileWriter(f, ipc.WithSchema(tableSchema))
@@ -275,7 +316,7 @@ func ArrowFilesContext(ctx context.Context, dir string, t Table, seed uint64) ([
 		for b := range t.Batches {
 			if err := ctx.Err(); err != nil {
 				w.Close()
-				return err
+				return &Stopped{Err: err, Done: b, Of: t.Batches, Unit: "batches"}
 			}
 			rec := Batch(t, seed, fi, b)
 			err := w.Write(rec)
@@ -295,6 +336,9 @@ func writeTables(ctx context.Context, dir, ext string, t Table, seed uint64, wri
 	}
 	var paths []string
 	for fi := range t.Files {
+		if err := ctx.Err(); err != nil {
+			return nil, &Stopped{Err: err, Unit: "batches", Kept: paths} // nothing started
+		}
 		p := filepath.Join(dir, fmt.Sprintf("part-%06d.%s", fi, ext))
 		f, err := os.Create(p)
 		if err != nil {
@@ -304,7 +348,10 @@ func writeTables(ctx context.Context, dir, ext string, t Table, seed uint64, wri
 			f.Close()
 			if ctx.Err() != nil {
 				os.Remove(p) // stopped: no partial file
-				return nil, ctx.Err()
+				st := &Stopped{Err: ctx.Err(), Of: t.Batches, Unit: "batches"}
+				errors.As(err, &st) // the batches written, when the writer saw the stop
+				st.Removed, st.Kept = p, paths
+				return nil, st
 			}
 			return nil, fmt.Errorf("synth: %s: %w", p, err)
 		}

@@ -26,7 +26,9 @@
 //     or order.
 //   - [Processor]: decode plus a [Transform] with reusable scratch, the unit a
 //     stage worker runs; [NewStage], the parallel decode stage built on it
-//     (pooled [tensor.Sample] outputs).
+//     (pooled [tensor.Sample] outputs), and [Images], the graph step that is
+//     NewStage with its choices made (a decoder of its own, GOMAXPROCS
+//     workers, the graph's budget) over any [Input] (package source's samples).
 //
 // # What it does not own
 //

@@ -2,6 +2,7 @@ package decode_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -9,6 +10,7 @@ import (
 	"image/png"
 	"slices"
 
+	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/stage/decode"
 	"github.com/psiflow/psiflow/tensor"
 )
@@ -141,4 +143,32 @@ func ExampleRandomResizedCropBox() {
 	x, y, w, h := decode.RandomResizedCropBox(500, 375, decode.ResizedCrop{}, decode.SampleRand(1, 0, 0))
 	fmt.Println(x >= 0 && y >= 0 && x+w <= 500 && y+h <= 375)
 	// Output: true
+}
+
+// photo is an element that carries its encoded image (a decode.Input);
+// package source's *Sample is one too.
+type photo struct {
+	name string
+	png  []byte
+}
+
+func (p photo) EncodedImage() (key string, data []byte, index, epoch int64, err error) {
+	return p.name, p.png, 0, 0, nil
+}
+
+// A decode step in a graph: the stage owns its decoder, runs GOMAXPROCS
+// workers and reserves each image's bytes from the graph's budget.
+func ExampleImages() {
+	g := flow.New("decode", flow.WithBudget(16<<20))
+	photos := flow.FromSlice(g, "photos", []photo{{"a.png", samplePNG(320, 240)}, {"b.png", samplePNG(200, 300)}})
+	images := decode.Images(photos, "decode", decode.Transform{Resize: 64, CenterCrop: 56, Layout: tensor.CHW})
+	flow.Sink(images, "print", func(_ context.Context, s *tensor.Sample) error {
+		fmt.Println(s.Tensor.DType, s.Tensor.Shape, s.Label)
+		return nil
+	})
+	fmt.Println(g.Run(context.Background()))
+	// Unordered output:
+	// uint8 [3 56 56] -1
+	// uint8 [3 56 56] -1
+	// <nil>
 }
