@@ -124,7 +124,11 @@ func runWith(ctx context.Context, c command, em *protocol.Emitter, set *metrics.
 			}
 		},
 		Skipped: func(node string, err error) {
-			fmt.Fprintf(os.Stderr, "psiflow-imagefolder: %s: skipped: %v\n", node, err)
+			if msg := err.Error(); strings.HasPrefix(msg, "skipped") { // a reader's skip says so itself
+				fmt.Fprintf(os.Stderr, "psiflow-imagefolder: %s: %s\n", node, msg)
+			} else {
+				fmt.Fprintf(os.Stderr, "psiflow-imagefolder: %s: skipped: %s\n", node, msg)
+			}
 		},
 		Runtime: func(r *memory.Runtime) { rt = r },
 		// Each pause and resume: a line on stderr and an event for the harness.

@@ -104,7 +104,7 @@ func runDemo(ctx context.Context, stdout io.Writer, args []string) error {
 		hooks.Info = func(s string) { fmt.Fprintln(stdout, "  "+s) }
 		hooks.Progress, hooks.Interval = show, 250*time.Millisecond
 		hooks.Runtime = func(r *memory.Runtime) { rt = r }
-		hooks.Skipped = func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow demo: %s: skipped: %v\n", node, err) }
+		hooks.Skipped = func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow demo: %s\n", skipLine(node, err)) }
 		if set != nil {
 			hooks.Reads, hooks.Decodes = set.Reads, set.Decodes
 		}

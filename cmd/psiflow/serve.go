@@ -167,7 +167,7 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 		// collate writes each batch straight into a shared slot
 		Destination: t,
 		Info:        func(s string) { fmt.Fprintln(stdout, "  "+s) },
-		Skipped:     func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow serve: %s: skipped: %v\n", node, err) },
+		Skipped:     func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow serve: %s\n", skipLine(node, err)) },
 		Ready:       accept,
 		// With a sample cache each epoch says how much of it the cache served
 		// (a second epoch from the cache said nothing).
@@ -405,4 +405,15 @@ func (a *pauseAnnouncer) close() {
 	}
 	a.mu.Unlock()
 	a.wg.Wait()
+}
+
+// skipLine is the line naming a bad sample skipped at node: "read: skipped the
+// file of F: ...", "decode: skipped: decode F: ..." (a reader's skip says
+// "skipped" itself).
+func skipLine(node string, err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "skipped") {
+		return node + ": " + msg
+	}
+	return node + ": skipped: " + msg
 }

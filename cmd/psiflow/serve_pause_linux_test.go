@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,5 +99,23 @@ func TestPausesBeforeTheConsumerReachIt(t *testing.T) {
 	}
 	if last := got[earlyKept]; last.Kind != "paused" || strings.HasPrefix(last.Message, "(before") {
 		t.Errorf("the event after the connection: %+v", last)
+	}
+}
+
+// TestSkipLine: a reader's skip (which says "skipped" itself) is not said
+// twice ("read: skipped: skipped the file of ..." in demo and serve); a decode
+// stage's skip is marked as one.
+func TestSkipLine(t *testing.T) {
+	for _, tc := range []struct {
+		node string
+		err  error
+		want string
+	}{
+		{"read", errors.New("skipped the file of d/x.jpg: not a regular file (named pipe)"), "read: skipped the file of d/x.jpg: not a regular file (named pipe)"},
+		{"decode", errors.New("decode d/x.jpg (jpeg): turbojpeg: bad"), "decode: skipped: decode d/x.jpg (jpeg): turbojpeg: bad"},
+	} {
+		if got := skipLine(tc.node, tc.err); got != tc.want {
+			t.Errorf("skipLine(%q, %q) = %q, want %q", tc.node, tc.err, got, tc.want)
+		}
 	}
 }
