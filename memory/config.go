@@ -106,6 +106,15 @@ type Config struct {
 	// for, since a library must not change the program it runs in; the launcher
 	// turns them all on ([LauncherProcess]).
 	Process ProcessActions
+	// NoRoom is what a paused loader does when the others in its cgroup alone
+	// leave it less than its own paused resident set and NoRoomMargin
+	// ([PauseBelowFloor]): [LeaveNoRoom] (the default) ends the run with a
+	// [*NoRoomError], [StayNoRoom] stays paused.
+	NoRoom NoRoomPolicy
+	// NoRoomMargin is the room, beside the two resident sets, that the
+	// co-tenant's and the loader's code need to keep running (NoRoom): 0 is
+	// max([MinNoRoomMargin], limit/64).
+	NoRoomMargin int64
 }
 
 // ProcessActions are what an Elastic runtime may do to the whole process, each
@@ -152,6 +161,14 @@ func (c Config) Validate() error {
 		if _, err := ParseFloorPolicy(string(c.BelowFloor)); err != nil {
 			return fmt.Errorf("memory: %w", err)
 		}
+	}
+	if c.NoRoom != "" {
+		if _, err := ParseNoRoomPolicy(string(c.NoRoom)); err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
+	}
+	if c.NoRoomMargin < 0 {
+		return fmt.Errorf("memory: no-room margin %d bytes: must not be negative", c.NoRoomMargin)
 	}
 	if c.PauseTimeout != 0 && c.BelowFloor != "" && c.BelowFloor != PauseBelowFloor {
 		return fmt.Errorf("memory: a pause timeout (%v) with below-floor policy %s: it is for %s", c.PauseTimeout, c.BelowFloor, PauseBelowFloor)

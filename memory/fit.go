@@ -52,9 +52,9 @@ func (r *Runtime) fitLocked(rep pressure.HeadroomReport) {
 	was := r.fit.on
 	r.fit.on = over > 0
 	if trace {
-		fmt.Fprintf(os.Stderr, "psiflow-trace: self %s allowance %s current %s others %s go %s nongo %s golimit %s budget %s over %s level %s own text %s growth %s/s\n",
+		fmt.Fprintf(os.Stderr, "psiflow-trace: self %s allowance %s current %s others %s go %s nongo %s golimit %s budget %s over %s level %s own text %s growth %s/s projected %s/s\n",
 			bytesize.Human(rep.Self), bytesize.Human(rep.Allowance), bytesize.Human(rep.Current), bytesize.Human(rep.Others()),
-			bytesize.Human(goUsed), bytesize.Human(nonGo), bytesize.Human(r.goFit.Load()), bytesize.Human(r.budget.Limit()), bytesize.Human(over), r.Level(), bytesize.Human(rep.OwnText()), bytesize.Human(int64(rep.Growth)))
+			bytesize.Human(goUsed), bytesize.Human(nonGo), bytesize.Human(r.goFit.Load()), bytesize.Human(r.budget.Limit()), bytesize.Human(over), r.Level(), bytesize.Human(rep.OwnText()), bytesize.Human(int64(rep.Growth)), bytesize.Human(int64(rep.Projected)))
 	}
 	if r.fit.on != was {
 		r.setWorkersLocked()
@@ -106,7 +106,10 @@ const (
 	// Go heap and the C heap; the shed actions; the program text, unlocked until
 	// the resume). It resumes once the cgroup leaves it its floor plus a
 	// hysteresis (package pause); its consumer sees a delay, not an error. A pause
-	// longer than Config.PauseTimeout ends the run with a [*BelowFloorError].
+	// longer than Config.PauseTimeout ends the run with a [*BelowFloorError], and
+	// under [LeaveNoRoom] (Config.NoRoom's default) a pause in which the others
+	// alone leave the loader less than its own resident set ends it with a
+	// [*NoRoomError].
 	PauseBelowFloor FloorPolicy = "pause"
 	// StopBelowFloor ends the run with a [*BelowFloorError] as soon as
 	// the memory the cgroup leaves the loader now (not projected) is below its floor:
@@ -140,12 +143,20 @@ type BelowFloorError struct {
 	// Paused is how long the loader had been paused (PauseBelowFloor), and
 	// PauseTimeout the timeout it outlasted.
 	Paused, PauseTimeout time.Duration
+	// ResumeAt is what the pause waited for the cgroup to leave the loader (the
+	// floor plus its hysteresis; 0 without a pause).
+	ResumeAt int64
 }
 
 func (e *BelowFloorError) Error() string {
 	r := e.Report
-	left := fmt.Sprintf("the cgroup (%s) leaves the loader %s (limit %s − others %s − reserve %s), below its floor of %s",
-		r.Source, bytesize.Human(r.Current), bytesize.Human(r.Limit), bytesize.Human(r.Others()), bytesize.Human(r.Reserve), bytesize.Human(e.Floor))
+	short := "below its floor of " + bytesize.Human(e.Floor)
+	if r.Current >= e.Floor && e.ResumeAt > r.Current {
+		// A pause that ends short of its hysteresis, not below the floor.
+		short = fmt.Sprintf("above its floor of %s but short of the %s it resumes at", bytesize.Human(e.Floor), bytesize.Human(e.ResumeAt))
+	}
+	left := fmt.Sprintf("the cgroup (%s) leaves the loader %s (limit %s − others %s − reserve %s), %s",
+		r.Source, bytesize.Human(r.Current), bytesize.Human(r.Limit), bytesize.Human(r.Others()), bytesize.Human(r.Reserve), short)
 	if e.Paused > 0 {
 		return fmt.Sprintf("stopped after a pause of %v, longer than the pause timeout of %v: %s; stopping rather than risk the co-tenant's OOM kill (-pause-timeout 0 waits without end)",
 			e.Paused.Round(time.Second), e.PauseTimeout, left)
@@ -193,15 +204,19 @@ func (e *LimitBelowFloorError) Is(target error) bool { return target == ErrBelow
 
 // LimitFor is the smallest memory limit that leaves floor and the margin a
 // pause needs to end ([pause.MinHysteresis]) after the headroom's reserve
-// (reserve, or 0 for its default of max(8 MiB, limit/16)), with nothing else
-// in the cgroup: below it [New] refuses an Elastic start with a
+// (reserve, or 0 for its default, [pressure.DefaultReserve] of the limit), with
+// nothing else in the cgroup: below it [New] refuses an Elastic start with a
 // [*LimitBelowFloorError].
 func LimitFor(floor, reserve int64) int64 {
 	need := floor + pause.MinHysteresis
 	if reserve > 0 {
 		return need + reserve
 	}
-	return max(need+8<<20, (need*16+14)/15)
+	l := max(need+8<<20, (need*16+14)/15) // the reserve limit/16, at least 8 MiB
+	if l > 16*pressure.MaxDefaultReserve {
+		l = need + pressure.MaxDefaultReserve // where limit/16 is above the cap
+	}
+	return l
 }
 
 // checkLimit refuses an Elastic start under a memory limit that cannot hold

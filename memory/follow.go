@@ -33,14 +33,13 @@ func (r *Runtime) applyHeadroom(rep pressure.HeadroomReport) {
 	}()
 	r.headGoal.Store(rep.Budget)
 	r.m.allow.Set(float64(rep.Allowance))
-	var ev pause.Event
-	var changed bool
+	var evs []pause.Event
 	if r.cfg.Mode == Elastic {
 		r.applyMu.Lock()
 		r.fitLocked(rep)
 		if r.stopErr == nil {
 			if r.pc != nil {
-				ev, changed = r.pauseLocked(rep)
+				evs = r.pauseLocked(rep)
 			} else if err := r.belowFloorLocked(rep); err != nil {
 				r.stopErr = err
 				if r.stopRun != nil {
@@ -57,11 +56,13 @@ func (r *Runtime) applyHeadroom(rep pressure.HeadroomReport) {
 	}
 	r.applyBudget()
 	switch {
-	case changed:
+	case len(evs) > 0:
 		// The pause lines say it all: no second line for the same crossing.
-		r.info("%s", ev.Message())
-		if r.cfg.OnPause != nil {
-			r.cfg.OnPause(ev)
+		for _, ev := range evs {
+			r.info("%s", ev.Message())
+			if r.cfg.OnPause != nil {
+				r.cfg.OnPause(ev)
+			}
 		}
 	case r.pc == nil:
 		if msg := rep.Message(r.cfg.Floor); msg != "" {

@@ -36,6 +36,10 @@ func TestLimitBelowFloorIsRefusedAtStart(t *testing.T) {
 		{name: "explicit-reserve", limit: 40 * mib, limited: true, reserve: 16 * mib, need: 50 * mib},
 		// above 128 MiB the default reserve is limit/16: 15/16 of 160 MiB = 150 MiB
 		{name: "reserve-a-sixteenth", limit: 150 * mib, limited: true, floor: 146 * mib, need: 160 * mib},
+		// from 1 GiB up the default reserve is 64 MiB (pressure.DefaultReserve):
+		// floor 1000 + margin 4 + 64 = 1068 MiB, where a sixteenth would ask 1071
+		{name: "reserve-capped", limit: 1060 * mib, limited: true, floor: 1000 * mib, need: 1068 * mib},
+		{name: "reserve-capped-enough", limit: 1068 * mib, limited: true, floor: 1000 * mib},
 		{name: "run-at-floor", limit: 24 * mib, limited: true, policy: RunAtFloor},
 		{name: "fixed-mode", limit: 24 * mib, limited: true, mode: Fixed},
 		{name: "no-limit", limit: 24 * mib},
@@ -87,6 +91,34 @@ func TestLimitBelowFloorIsRefusedAtStart(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Fatalf("message %q: want %q", err, want)
 				}
+			}
+		})
+	}
+}
+
+// TestBelowFloorErrorSaysWhatWasShort: a pause that timed out with the floor
+// left but not its resume point says so; one below the floor says that.
+func TestBelowFloorErrorSaysWhatWasShort(t *testing.T) {
+	rep := func(current int64) pressure.HeadroomReport {
+		return pressure.HeadroomReport{MemorySample: pressure.MemorySample{Limit: 2 << 30, Limited: true, Source: "memory.limit_in_bytes of test",
+			Unreclaimable: 2<<30 - 128*mib - current}, Current: current, Reserve: 128 * mib}
+	}
+	for _, tt := range []struct {
+		name    string
+		e       BelowFloorError
+		want    string
+		notWant string
+	}{
+		{"short of the resume point", BelowFloorError{Report: rep(40*mib + 200<<10), Floor: 39*mib + 100<<10, Paused: 11 * time.Minute, PauseTimeout: 10 * time.Minute, ResumeAt: 48*mib + 900<<10},
+			"leaves the loader 40.2 MiB (limit 2 GiB − others 1.8 GiB − reserve 128 MiB), above its floor of 39.1 MiB but short of the 48.9 MiB it resumes at", "below its floor"},
+		{"below the floor", BelowFloorError{Report: rep(30 * mib), Floor: 39*mib + 100<<10, Paused: 11 * time.Minute, PauseTimeout: 10 * time.Minute, ResumeAt: 48*mib + 900<<10},
+			"leaves the loader 30 MiB (limit 2 GiB − others 1.8 GiB − reserve 128 MiB), below its floor of 39.1 MiB", "short of"},
+		{"stopped at once", BelowFloorError{Report: rep(30 * mib), Floor: 39*mib + 100<<10},
+			"stopped: the cgroup (memory.limit_in_bytes of test) leaves the loader 30 MiB", "short of"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if m := tt.e.Error(); !strings.Contains(m, tt.want) || strings.Contains(m, tt.notWant) {
+				t.Errorf("message %q: want %q, not %q", m, tt.want, tt.notWant)
 			}
 		})
 	}

@@ -72,12 +72,14 @@ func (r *Runtime) pauseLine(rep pressure.HeadroomReport) string {
 
 // pauseLocked follows one report under [PauseBelowFloor]: it pauses or resumes the
 // reads, gives memory back while paused, and ends the run when a pause outlasts the
-// timeout. It returns the event to announce (after applyMu is released), if any.
-// Called with applyMu held.
-func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) (pause.Event, bool) {
+// timeout or, under [LeaveNoRoom], when the others alone leave the paused loader
+// less than it holds (noRoomLocked). It returns the events to announce (after
+// applyMu is released), in order. Called with applyMu held.
+func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) []pause.Event {
 	if !rep.Limited {
-		return pause.Event{}, false
+		return nil
 	}
+	var evs []pause.Event
 	ev, ok := r.pc.Observe(pauseReading(rep))
 	if ok {
 		switch ev.Kind {
@@ -86,24 +88,31 @@ func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) (pause.Event, bool) {
 			r.paused = pauseState{}
 			r.m.ran(ActionPause, 0)
 			r.revokeReadPoolLocked()
+			r.startNoRoomWatchLocked()
 		case pause.Resumed:
+			r.stopNoRoomWatchLocked()
 			r.relockTextLocked()
 			r.pg.Resume()
 			if r.rb != nil {
 				r.rb.SetPressure(r.Level() >= pressure.LevelSome)
 			}
 		case pause.TimedOut:
-			r.stopErr = &BelowFloorError{Report: rep, Floor: r.cfg.Floor, Paused: ev.Lasted, PauseTimeout: ev.Timeout}
+			r.stopErr = &BelowFloorError{Report: rep, Floor: r.cfg.Floor, Paused: ev.Lasted, PauseTimeout: ev.Timeout, ResumeAt: ev.ResumeAt()}
+			r.stopNoRoomWatchLocked()
 			if r.stopRun != nil {
 				r.stopRun(r.stopErr)
 			}
 		}
 		r.setWorkersLocked()
+		evs = append(evs, ev)
 	}
 	if r.pc.Paused() {
 		r.shedPausedLocked()
+		if ev, ok := r.noRoomLocked(rep, rep.Growth); ok {
+			evs = append(evs, ev)
+		}
 	}
-	return ev, ok
+	return evs
 }
 
 // pauseReading is what the pause decides on: what the cgroup leaves the loader now

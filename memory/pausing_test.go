@@ -284,11 +284,11 @@ func TestPauseLinesSayWhereTheControllerResumes(t *testing.T) {
 			t.Fatalf("limit %d MiB: %v", limit/mib, err)
 		}
 		report := func(current int64, after ...time.Duration) pressure.HeadroomReport {
-			at := mem.at.Add(10 * time.Second)
+			d := 10 * time.Second
 			if len(after) > 0 {
-				at = mem.at.Add(after[0])
+				d = after[0]
 			}
-			mem.at = at
+			at := mem.advance(d)
 			return pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: at, Limit: limit, Limited: true},
 				Current: current, Allowance: current, Reserve: 8 * mib}
 		}
@@ -352,8 +352,8 @@ func TestPauseReleasesTextOnceUnlessItGrew(t *testing.T) {
 	var text atomic.Int64
 	rt.textMeter = func() int64 { return text.Load() }
 	report := func(current int64) pressure.HeadroomReport {
-		mem.at = mem.at.Add(10 * time.Second)
-		return pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: mem.at, Limit: 256 * mib, Limited: true},
+		at := mem.advance(10 * time.Second)
+		return pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: at, Limit: 256 * mib, Limited: true},
 			Current: current, Allowance: current, Reserve: 16 * mib}
 	}
 	for i, step := range []struct {
@@ -443,8 +443,8 @@ func TestPauseShedsAtItsStart(t *testing.T) {
 	locked := vmLocked(t)
 	textLocked := rt.textMeter != nil
 	report := func(current int64) pressure.HeadroomReport {
-		mem.at = mem.at.Add(10 * time.Second)
-		return pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: mem.at, Limit: 256 * mib, Limited: true},
+		at := mem.advance(10 * time.Second)
+		return pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: at, Limit: 256 * mib, Limited: true},
 			Current: current, Allowance: current, Reserve: 16 * mib}
 	}
 	runs := rt.ShedRuns()
@@ -509,5 +509,144 @@ func TestPauseShedsAtItsStart(t *testing.T) {
 	case <-rb.Revoked():
 		t.Error("the next epoch's pool is revoked already")
 	default:
+	}
+}
+
+// TestRuntimeLeavesWithoutRoom: the others alone leave a paused loader less
+// than its own resident set and the margin: under the default (LeaveNoRoom)
+// the run ends with a NoRoomError naming the limit, the others and the
+// loader's own memory, after a "left" event; a later graph ends with it too.
+// Where the others leave enough for it, or under StayNoRoom, it stays paused
+// and resumes.
+func TestRuntimeLeavesWithoutRoom(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		policy NoRoomPolicy
+		others int64 // at the pause
+		leaves bool
+	}{
+		// 256 − 250 = 6 MiB, less than the loader's own (≤ 10 MiB) + 8 MiB
+		{"the default leaves", "", 250 * mib, true},
+		{"leave", LeaveNoRoom, 250 * mib, true},
+		// 256 − 228 = 28 MiB ≥ 10 + 8 MiB: room for the paused loader
+		{"room for the paused loader", "", 228 * mib, false},
+		{"stay", StayNoRoom, 250 * mib, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := &fakeMemory{at: time.Unix(1000, 0), others: 10 * mib}
+			rec := &pauseRecorder{}
+			rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2, NoRoom: tt.policy,
+				Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, Info: rec.info, OnPause: rec.onPause})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			const n = 3000
+			g := flow.New("numbers", flow.WithRuntime(rt))
+			src := flow.Source(g, "numbers", func(ctx context.Context, out *flow.Emitter[int]) error {
+				for i := range n {
+					if err := out.Emit(ctx, i); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			var got []int
+			flow.Sink(src, "consume", func(ctx context.Context, v int) error {
+				got = append(got, v)
+				if len(got) == 100 {
+					mem.set(tt.others)
+					for !rt.Paused() && ctx.Err() == nil {
+						time.Sleep(5 * time.Millisecond)
+					}
+					if !tt.leaves {
+						// Paused for a few samples, then the peak is over.
+						at := mem.samples()
+						for mem.samples() < at+5 && ctx.Err() == nil {
+							time.Sleep(5 * time.Millisecond)
+						}
+						mem.set(10 * mib)
+					}
+				}
+				return nil
+			})
+			err = g.Run(ctx)
+			if !tt.leaves {
+				if err != nil || len(got) != n {
+					t.Fatalf("Run = %v with %d of %d items, want every item and no error", err, len(got), n)
+				}
+				if k := rec.kinds(); len(k) != 2 || k[0] != pause.Paused || k[1] != pause.Resumed {
+					t.Errorf("events %v, want paused then resumed", k)
+				}
+				return
+			}
+			var nre *NoRoomError
+			if !errors.As(err, &nre) || !errors.Is(err, ErrBelowFloor) {
+				t.Fatalf("Run = %v, want a NoRoomError", err)
+			}
+			for _, want := range []string{"left after a pause of", "hold 250 MiB of its limit of 256 MiB", "less than the paused loader's own", "and the 8 MiB both processes' code needs", "resources.no_room: stay"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+			// 6 MiB left now, less the others' growth ahead (the fake's jump)
+			if left := nre.Report.Limit - nre.Report.Others(); nre.Own <= 0 || nre.Own > 10*mib || left != 6*mib || nre.Left() != left-nre.Ahead || nre.Margin != 8*mib {
+				t.Errorf("own %d, left %d (%d ahead), margin %d bytes: want own in (0, 10 MiB], 6 MiB left now, an 8 MiB margin (limit/32)", nre.Own, nre.Left(), nre.Ahead, nre.Margin)
+			}
+			waitFor(t, "the left event", func() bool { return len(rec.kinds()) >= 2 }) // announced after the run was stopped
+			if k := rec.kinds(); len(k) != 2 || k[0] != pause.Paused || k[1] != pause.Left {
+				t.Errorf("events %v, want paused then left", k)
+			}
+			if !rec.saw("left after a pause of") || !rec.saw(" 256 MiB, which leaves ") || !rec.saw("less than the paused loader's own") {
+				rec.mu.Lock()
+				t.Errorf("no line for leaving naming the figures: %q", rec.infos)
+				rec.mu.Unlock()
+			}
+			if len(got) >= n {
+				t.Errorf("all %d items delivered by a loader that left", len(got))
+			}
+			g2 := flow.New("next", flow.WithRuntime(rt))
+			flow.Sink(flow.FromSlice(g2, "items", []int{1}), "consume", func(context.Context, int) error { return nil })
+			if err := g2.Run(ctx); !errors.As(err, &nre) {
+				t.Fatalf("next graph: Run = %v, want the NoRoomError again", err)
+			}
+		})
+	}
+}
+
+// TestRuntimeLeavesBetweenHeadroomSamples: a paused loader reads its cgroup
+// every NoRoomEvery, not only at the headroom's samples (here one a minute):
+// the others rising from 228 MiB (room for it) to 250 MiB (none) after the
+// pause end the run before the next headroom sample.
+func TestRuntimeLeavesBetweenHeadroomSamples(t *testing.T) {
+	mem := &fakeMemory{at: time.Unix(1000, 0), others: 228 * mib}
+	rec := &pauseRecorder{}
+	rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2,
+		Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib, Interval: time.Minute}, Info: rec.info, OnPause: rec.onPause})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if !rt.Paused() {
+		t.Fatal("not paused by New's first sample (12 MiB left of a 40 MiB floor)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g := flow.New("numbers", flow.WithRuntime(rt))
+	flow.Sink(flow.FromSlice(g, "items", []int{1, 2, 3}), "consume", func(context.Context, int) error { return nil })
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	waitFor(t, "watch samples", func() bool { return mem.samples() >= 4 })
+	mem.set(250 * mib)
+	var nre *NoRoomError
+	if err := <-done; !errors.As(err, &nre) || nre.Report.Limit-nre.Report.Others() != 6*mib {
+		t.Fatalf("Run = %v, want a NoRoomError with 6 MiB left", err)
+	}
+	// The watch announces after it stopped the run.
+	waitFor(t, "the left event", func() bool { return len(rec.kinds()) == 2 })
+	if k := rec.kinds(); k[0] != pause.Paused || k[1] != pause.Left {
+		t.Errorf("events %v, want paused then left", k)
 	}
 }

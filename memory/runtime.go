@@ -50,6 +50,8 @@ type Runtime struct {
 	textMeter    func() int64
 	textReleases int
 	textAfter    int64
+	// The watch of a pause for room (LeaveNoRoom; applyMu).
+	noRoom noRoomWatch
 
 	level    atomic.Int32
 	headGoal atomic.Int64            // the budget the headroom asks for
@@ -453,11 +455,13 @@ func (r *Runtime) Level() pressure.Level { return pressure.Level(r.level.Load())
 func (r *Runtime) Close() error {
 	r.applyMu.Lock()
 	r.closed = true
+	r.stopNoRoomWatchLocked()
 	if r.setGo {
 		debug.SetMemoryLimit(r.prevGo)
 		r.setGo = false
 	}
 	r.applyMu.Unlock()
+	r.noRoom.wg.Wait()
 	if r.th != nil {
 		r.th.close() // the monitor, which outlives the graphs
 	}

@@ -171,6 +171,22 @@ type fakeMemory struct {
 	self   int64 // 0: 10 MiB
 	limit  int64 // 0: 256 MiB
 	at     time.Time
+	reads  int
+}
+
+// advance moves the fake clock by d and returns it.
+func (f *fakeMemory) advance(d time.Duration) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at = f.at.Add(d)
+	return f.at
+}
+
+// samples is how many samples were read so far.
+func (f *fakeMemory) samples() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
 }
 
 func (f *fakeMemory) setSelf(self int64) {
@@ -189,6 +205,7 @@ func (f *fakeMemory) read() (pressure.MemorySample, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.at = f.at.Add(10 * time.Second) // steady: no projected growth between the test's steps
+	f.reads++
 	self := f.self
 	if self == 0 {
 		self = 10 * mib

@@ -89,6 +89,16 @@ func residentFile() int64 {
 	return b[0]
 }
 
+// residentSelf returns RssAnon + RssShmem and RssFile of /proc/self/status in
+// bytes (ok false if unreadable).
+func residentSelf() (own, file int64, ok bool) {
+	b, err := cgroup.ReadProcSizes("/proc/self/status", "RssAnon:", "RssShmem:", "RssFile:")
+	if err != nil {
+		return 0, 0, false
+	}
+	return b[0] + b[1], b[2], true
+}
+
 // residentAnon returns RssAnon of /proc/self/status in bytes (0 if unreadable:
 // it only measures what a trim of the C heap freed).
 func residentAnon() int64 {

@@ -74,6 +74,9 @@ type Resources struct {
 	// run; PauseTimeout ends a pause that lasted longer (0: never).
 	BelowFloor   memory.FloorPolicy
 	PauseTimeout time.Duration
+	// NoRoom is what a paused loader does when the others alone leave it less
+	// than its own resident set: leave (end the run, exit status 3) or stay.
+	NoRoom memory.NoRoomPolicy
 	// Cache is the sample cache between epochs: off, decoded or encoded; CacheMax
 	// its bound in bytes (0: half of the cgroup memory limit).
 	Cache    string
@@ -132,6 +135,7 @@ var resourceParams = []Param{
 	EnumParam("cache", "off", []string{"off", "decoded", "encoded"}, "keep samples between epochs in preemptible memory: decoded (the decode stage's tensors: later epochs skip read, decode and resize) or encoded (the files' bytes: they skip the read); given back first under pressure"),
 	BytesParam("cache_max", 0, 0, 1<<50, "bound of the sample cache; 0: half of the cgroup memory limit"),
 	EnumParam("below_floor", "pause", []string{"pause", "stop", "run"}, "elastic, when the cgroup leaves the loader less than its floor: pause (no reads until the memory is back; the consumer waits), stop (exit status 3, naming the memory left) or run (on at the floor)"),
+	EnumParam("no_room", "leave", []string{"leave", "stay"}, "below_floor pause: when the others in the cgroup alone leave the paused loader less than its own resident set and the room both processes' code needs (max(4 MiB, limit/32)): leave (end the run with exit status 3, naming the limit, the others' memory and the loader's own, before the OOM killer chooses the co-tenant) or stay (paused; the kernel decides)"),
 	DurationParam("pause_timeout", 10*time.Minute, 0, 24*time.Hour, "below_floor pause: a pause longer than this ends the run with exit status 3; 0: wait without end"),
 	EnumParam("device", "auto", []string{"auto", "cuda", "sim", "cpu"}, "the device the pin, h2d and mark_preemptible stages copy batches to: cuda (CUDA device 0 through the driver API; PSIFLOW_LIBCUDA names the library), sim (a simulated device: 8 GiB at 25 GB/s, bytes kept only with mark_preemptible's verify), cpu (none: batches stay on the host) or auto (cuda for a pipeline with those stages, which fails naming the missing driver when there is none; cpu without them)"),
 }

@@ -24,7 +24,7 @@ func newRuntime(p *Pipeline, hooks Hooks, floor Floor) (*memory.Runtime, error) 
 		mode = memory.Elastic
 	}
 	cfg := memory.Config{Mode: mode, Pressure: res.Pressure, MaxBudget: res.Budget, Workers: decodeWorkers(p),
-		ReadRegistered: p.Source.Config.Int("read_buffers"), BelowFloor: res.BelowFloor, OnPause: hooks.OnPause,
+		ReadRegistered: p.Source.Config.Int("read_buffers"), BelowFloor: res.BelowFloor, NoRoom: res.NoRoom, OnPause: hooks.OnPause,
 		Registerer: hooks.Registerer, Info: hooks.Info, Process: hooks.Process}
 	if mode == memory.Elastic {
 		if cfg.BelowFloor == "" || cfg.BelowFloor == memory.PauseBelowFloor {

@@ -29,8 +29,8 @@ func (l *loader) validate() *Pipeline {
 		Memory: res.Int("memory"), MemoryHigh: res.Int("memory_high"), CPUs: res.Float("cpus"), Pids: res.Int("pids"),
 		Budget: res.Int("budget"), Queue: int(res.Int("queue")), Pressure: res.String("pressure") == "gate", Device: res.String("device"),
 		MemoryMode: memory.Mode(res.String("memory_mode")), BelowFloor: memory.FloorPolicy(res.String("below_floor")),
-		PauseTimeout: pauseTimeout(res.Duration("pause_timeout")),
-		Cache:        res.String("cache"), CacheMax: res.Int("cache_max"),
+		PauseTimeout: pauseTimeout(res.Duration("pause_timeout")), NoRoom: memory.NoRoomPolicy(res.String("no_room")),
+		Cache: res.String("cache"), CacheMax: res.Int("cache_max"),
 	}
 	if l.source == nil {
 		l.add(l.src.errAt(posOf(l.src, l.rootAt.node), "no source: (kinds: %s)", oneOf(l.reg.kindNames(SourceRole))))

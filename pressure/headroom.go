@@ -70,14 +70,41 @@ type HeadroomConfig struct {
 	// Max is the largest budget (bytes in flight) the loader asks for.
 	Max int64
 	// Reserve is kept free for the others' bursts and the kernel: default
-	// max(8 MiB, limit/16).
+	// [DefaultReserve] of the sample's limit.
 	Reserve int64
 	// Lookahead projects the others' growth this far ahead (default 1s): a co-tenant
-	// that grows at r bytes/s is counted at others + r × Lookahead.
+	// that grows at r bytes/s over two sampling intervals in a row is counted at
+	// others + r × Lookahead (see [HeadroomReport.Projected]).
 	Lookahead time.Duration
 	// Interval is the time between samples in [Headroom.Run] (default 200ms, at
 	// least 100ms).
 	Interval time.Duration
+	// PeakWindow is how long the others' highest reading counts as their recent
+	// peak (default [DefaultPeakWindow]; negative: none). Only a rise above that
+	// peak is growth that the projection carries ahead: a trainer's every step
+	// takes back memory it held a moment ago, and returning there is not a ramp.
+	PeakWindow time.Duration
+}
+
+// DefaultPeakWindow is [HeadroomConfig.PeakWindow] by default: several steps of a
+// training loop (about 0.2 s each beside the trainer grid's trainer).
+const DefaultPeakWindow = 2 * time.Second
+
+// MaxDefaultReserve is the largest default reserve ([DefaultReserve]).
+const MaxDefaultReserve = 64 << 20
+
+// DefaultReserve is the reserve a headroom leaves free under a limit when
+// [HeadroomConfig.Reserve] is 0: limit/16, at least 8 MiB and at most
+// [MaxDefaultReserve] (8 MiB up to 128 MiB, 16 MiB at 256 MiB, 64 MiB from 1 GiB
+// up). The reserve is what the others may take between two samples before the
+// loader follows, and the kernel's own charges; neither grows with the limit
+// without end: a trainer's step allocates its batch's activations (37 MiB in one
+// 100 ms sample for 64 images of 224², whatever its ballast), and a 2 GiB group's
+// kernel memory was 6–37 MiB. Uncapped, limit/16 kept 128 MiB free at 2 GiB,
+// and beside a trainer at 85% that left the loader its floor only between the
+// trainer's steps.
+func DefaultReserve(limit int64) int64 {
+	return min(max(8<<20, limit/16), MaxDefaultReserve)
 }
 
 func (c *HeadroomConfig) fill() {
@@ -89,6 +116,9 @@ func (c *HeadroomConfig) fill() {
 	}
 	if c.Interval == 0 {
 		c.Interval = 200 * time.Millisecond
+	}
+	if c.PeakWindow == 0 {
+		c.PeakWindow = DefaultPeakWindow
 	}
 }
 
@@ -117,8 +147,19 @@ type HeadroomReport struct {
 	MemorySample
 	// Growth is the others' smoothed growth in bytes per second (negative: shrinking).
 	Growth float64
-	// Allowance is what the loader may hold in all: limit − (others + projected
-	// growth) − reserve. It can be negative.
+	// Projected is the growth rate projected Lookahead ahead, in bytes per second:
+	// 0 unless the others rose above their recent peak (the highest reading of
+	// the last PeakWindow) over each of the last two sampling intervals, then the
+	// least of Growth and those two rises' rates. A single interval's rise is not
+	// projected: a trainer's step allocates its activations in one interval and
+	// frees them in the next (+37 MiB and back within 100 ms at 2 GiB), and
+	// projected a second ahead each step looked like a ramp to the limit and
+	// paused the loader for nothing; nor is a return to a height the others held
+	// within the window (a step whose allocations come in two intervals). A
+	// co-tenant that ramps up is projected from its second interval on.
+	Projected float64
+	// Allowance is what the loader may hold in all: limit − (others + Projected ×
+	// Lookahead) − reserve. It can be negative.
 	Allowance int64
 	// Current is the allowance without the projected growth: limit − others −
 	// reserve, what the loader may hold now. It can be negative.
@@ -157,6 +198,12 @@ type Headroom struct {
 	mu     sync.Mutex
 	prev   MemorySample
 	growth float64
+	// rates are the others' rise above their recent peak over the last
+	// interval and the one before it, in bytes per second (0: none).
+	rates [2]float64
+	// recent are the others' readings (own text left out) of the last
+	// PeakWindow, oldest first: the base samples of the growth.
+	recent []peakReading
 	below  bool
 	last   HeadroomReport
 	seen   bool
@@ -217,16 +264,32 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 			// The growth is the other processes': the loader's own text, locked
 			// as it runs, grows while it starts, and projected ahead it paused a
 			// loader that had room.
-			rate := float64((others-s.OwnText())-(h.prev.Others()-h.prev.OwnText())) / dt.Seconds()
+			x := others - s.OwnText()
+			rate := float64(x-(h.prev.Others()-h.prev.OwnText())) / dt.Seconds()
 			h.growth = 0.5*h.growth + 0.5*rate // smooth one noisy step, follow a ramp
+			// The rise above the recent peak (the previous reading at least):
+			// what the others take that they did not hold a moment ago.
+			rise := 0.0
+			if peak := h.peakLocked(s.At); x > peak {
+				rise = float64(x-peak) / dt.Seconds()
+			}
+			h.rates = [2]float64{rise, h.rates[0]}
 			base = true
 		}
 	}
+	if base {
+		h.recent = append(h.recent, peakReading{s.At, others - s.OwnText()})
+	}
 	reserve := h.cfg.Reserve
 	if reserve == 0 {
-		reserve = max(8<<20, s.Limit/16)
+		reserve = DefaultReserve(s.Limit)
 	}
-	projected := float64(others) + max(0, h.growth)*h.cfg.Lookahead.Seconds()
+	// Only a growth that lasted two intervals is projected (see Projected).
+	rate := 0.0
+	if h.rates[0] > 0 && h.rates[1] > 0 {
+		rate = max(0, min(h.growth, h.rates[0], h.rates[1]))
+	}
+	projected := float64(others) + rate*h.cfg.Lookahead.Seconds()
 	allowance := s.Limit - int64(math.Min(projected, math.MaxInt64/2)) - reserve
 	outside := h.cfg.Floor - h.cfg.BudgetFloor
 	budget := min(max(allowance-outside, h.cfg.BudgetFloor), h.cfg.Max)
@@ -237,7 +300,7 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 	if h.below && !below {
 		below = allowance < h.cfg.Floor+max(h.cfg.Floor/4, 4<<20)
 	}
-	r := HeadroomReport{MemorySample: s, Growth: h.growth, Allowance: allowance, Budget: budget,
+	r := HeadroomReport{MemorySample: s, Growth: h.growth, Projected: rate, Allowance: allowance, Budget: budget,
 		Current: s.Limit - others - reserve, Reserve: reserve,
 		BelowFloor: below, Changed: below != h.below}
 	if base {
@@ -245,6 +308,31 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 	}
 	h.below, h.seen, h.last = below, true, r
 	return r
+}
+
+// peakReading is one reading of the others, their own locked text left out.
+type peakReading struct {
+	at time.Time
+	v  int64
+}
+
+// peakLocked drops the readings older than PeakWindow before now and returns the
+// highest left, the previous base sample's at least. Called with h.mu held.
+func (h *Headroom) peakLocked(now time.Time) int64 {
+	peak := h.prev.Others() - h.prev.OwnText()
+	if h.cfg.PeakWindow < 0 {
+		h.recent = h.recent[:0]
+		return peak
+	}
+	i := 0
+	for i < len(h.recent) && now.Sub(h.recent[i].at) > h.cfg.PeakWindow {
+		i++
+	}
+	h.recent = append(h.recent[:0], h.recent[i:]...)
+	for _, r := range h.recent {
+		peak = max(peak, r.v)
+	}
+	return peak
 }
 
 // Run samples every Interval until ctx ends, calling apply with each report from

@@ -44,12 +44,18 @@ func TestHeadroomBudgetFollowsOthers(t *testing.T) {
 	if r.Allowance < 89*hMiB || r.Allowance > 90*hMiB {
 		t.Fatalf("steady co-tenant at 150 MiB: allowance %s, want about 90 MiB", bytesize.Human(r.Allowance))
 	}
-	// It grows to 200 MiB at 50 MiB/s: the projection counts the growth ahead.
-	r = h.Observe(MemorySample{At: t0.Add(21 * time.Second), Limit: 256 * hMiB, Unreclaimable: 230 * hMiB, Self: 30 * hMiB})
-	if r.Growth <= 0 {
-		t.Fatalf("growth %v after a 50 MiB/s step, want positive", r.Growth)
+	// It grows to 200 MiB at 25 MiB/s. Its first second is a rise, not yet a
+	// growth: not projected. From the second on the projection counts it ahead.
+	r = h.Observe(MemorySample{At: t0.Add(21 * time.Second), Limit: 256 * hMiB, Unreclaimable: 205 * hMiB, Self: 30 * hMiB})
+	if r.Growth <= 0 || r.Projected != 0 || r.Allowance != r.Current || r.BelowFloor {
+		t.Fatalf("one second of growth: growth %.0f, projected %.0f, allowance %s, now %s, below %v; want a growth, not projected",
+			r.Growth, r.Projected, bytesize.Human(r.Allowance), bytesize.Human(r.Current), r.BelowFloor)
 	}
-	want := 256*hMiB - 200*hMiB - 16*hMiB - int64(r.Growth)
+	r = h.Observe(MemorySample{At: t0.Add(22 * time.Second), Limit: 256 * hMiB, Unreclaimable: 230 * hMiB, Self: 30 * hMiB})
+	if r.Projected <= 0 || r.Projected > r.Growth || r.Projected > 25*hMiB {
+		t.Fatalf("two seconds of growth: growth %.0f, projected %.0f; want projected in (0, min(growth, 25 MiB/s)]", r.Growth, r.Projected)
+	}
+	want := 256*hMiB - 200*hMiB - 16*hMiB - int64(r.Projected)
 	if d := r.Allowance - want; d < -hMiB || d > hMiB {
 		t.Fatalf("growing co-tenant: allowance %s, want %s (others + growth × 1s ahead)", bytesize.Human(r.Allowance), bytesize.Human(want))
 	}
@@ -60,12 +66,12 @@ func TestHeadroomBudgetFollowsOthers(t *testing.T) {
 		t.Fatalf("message %q", m)
 	}
 	// Still below: not announced again.
-	r = h.Observe(MemorySample{At: t0.Add(22 * time.Second), Limit: 256 * hMiB, Unreclaimable: 230 * hMiB, Self: 30 * hMiB})
+	r = h.Observe(MemorySample{At: t0.Add(23 * time.Second), Limit: 256 * hMiB, Unreclaimable: 230 * hMiB, Self: 30 * hMiB})
 	if !r.BelowFloor || r.Changed || r.Message(40*hMiB) != "" {
 		t.Fatalf("second report below the floor: %+v, want no new announcement", r)
 	}
 	// Just above the floor: still below it (hysteresis), nothing announced.
-	for i := 23; i <= 29; i++ {
+	for i := 24; i <= 29; i++ {
 		r = h.Observe(MemorySample{At: t0.Add(time.Duration(i) * time.Second), Limit: 256 * hMiB, Unreclaimable: 226 * hMiB, Self: 30 * hMiB})
 	}
 	if r.Allowance < 40*hMiB || r.Allowance >= 50*hMiB {
@@ -85,10 +91,24 @@ func TestHeadroomBudgetFollowsOthers(t *testing.T) {
 }
 
 func TestHeadroomDefaultReserveAndValidate(t *testing.T) {
-	h := newTestHeadroom(t, HeadroomConfig{Floor: 8 * hMiB, Max: 1 << 30})
-	r := h.Observe(MemorySample{At: time.Unix(1, 0), Limit: 1 << 30, Unreclaimable: 0})
-	if r.Allowance != (1<<30)-(1<<30)/16 {
-		t.Fatalf("allowance %d with the default reserve limit/16", r.Allowance)
+	for _, tt := range []struct{ limit, reserve int64 }{
+		{64 * hMiB, 8 * hMiB},
+		{128 * hMiB, 8 * hMiB},
+		{256 * hMiB, 16 * hMiB},
+		{512 * hMiB, 32 * hMiB},
+		{1 << 30, 64 * hMiB},
+		{2 << 30, 64 * hMiB},
+		{64 << 30, 64 * hMiB},
+	} {
+		if got := DefaultReserve(tt.limit); got != tt.reserve {
+			t.Errorf("DefaultReserve(%s) = %s, want %s", bytesize.Human(tt.limit), bytesize.Human(got), bytesize.Human(tt.reserve))
+		}
+		h := newTestHeadroom(t, HeadroomConfig{Floor: 8 * hMiB, Max: 1 << 30})
+		r := h.Observe(MemorySample{At: time.Unix(1, 0), Limit: tt.limit, Unreclaimable: 0})
+		if r.Reserve != tt.reserve || r.Allowance != tt.limit-tt.reserve {
+			t.Errorf("limit %s: reserve %s, allowance %s; want the default reserve %s",
+				bytesize.Human(tt.limit), bytesize.Human(r.Reserve), bytesize.Human(r.Allowance), bytesize.Human(tt.reserve))
+		}
 	}
 	for _, bad := range []HeadroomConfig{
 		{Floor: 0, Max: 1},
@@ -349,5 +369,67 @@ func TestHeadroomGrowthOverHalfAnIntervalAtLeast(t *testing.T) {
 	want := 0.5 * float64(step) / 0.22 // from the first sample, smoothed
 	if r.Growth < want*0.99 || r.Growth > want*1.01 {
 		t.Fatalf("220 ms after the first sample: growth %.0f B/s, want %.0f (the step over 220 ms, smoothed)", r.Growth, want)
+	}
+}
+
+// TestHeadroomTrainerStepPeaksAreNotProjected: a trainer at 85% of 2 GiB (its
+// ballast and torch hold 1879 MiB) allocates a batch's activations at every step
+// and frees them a moment later: +37 MiB within one 100 ms sample, then back
+// (measured beside psiflow serve). Neither the rise nor the default reserve may
+// leave the loader below its floor (39 MiB) then: with the rise projected a
+// second ahead and a reserve of limit/16 (128 MiB), it paused at nearly every
+// step. Nor may a step whose allocations come in two intervals, back to the
+// height of the steps before it. A co-tenant that keeps growing is still
+// projected, from its second interval on.
+func TestHeadroomTrainerStepPeaksAreNotProjected(t *testing.T) {
+	const limit, trainer, self, peak, floor = 2 << 30, 1879 * hMiB, 34 * hMiB, 37 * hMiB, 39 * hMiB
+	h := newTestHeadroom(t, HeadroomConfig{Floor: floor, BudgetFloor: 13 * hMiB, Max: 512 * hMiB, Interval: 100 * time.Millisecond})
+	t0 := time.Unix(1000, 0)
+	i := 0
+	sample := func(others int64) HeadroomReport {
+		i++
+		return h.Observe(MemorySample{At: t0.Add(time.Duration(i) * 100 * time.Millisecond), Limit: limit, Limited: true,
+			Unreclaimable: others + self, Self: self})
+	}
+	for step := range 64 {
+		// A step's peak in one sample, then one that rises over two samples
+		// half a second later (the smoothed growth has forgotten the fall by
+		// then), then one held for two samples.
+		others := int64(trainer)
+		switch step % 12 {
+		case 1, 10, 11:
+			others += peak
+		case 6:
+			others += peak / 3
+		case 7:
+			others += peak
+		}
+		r := sample(others)
+		if r.Reserve != 64*hMiB {
+			t.Fatalf("reserve %s at 2 GiB, want 64 MiB", bytesize.Human(r.Reserve))
+		}
+		if r.Projected != 0 || r.Allowance != r.Current || r.BelowFloor {
+			t.Fatalf("sample %d (others %s): projected %.0f B/s, allowance %s, now %s, below the floor %v; want no projection, above the floor",
+				step, bytesize.Human(others), r.Projected, bytesize.Human(r.Allowance), bytesize.Human(r.Current), r.BelowFloor)
+		}
+	}
+	// A ramp once the peaks are older than the window: +10 MiB a sample (100
+	// MiB/s). Its first rise is not projected, its second is, and the
+	// projection leaves the loader less than what is left now.
+	others := int64(trainer)
+	var r HeadroomReport
+	for range 25 {
+		r = sample(others)
+	}
+	for k := 1; k <= 3; k++ {
+		others += 10 * hMiB
+		r = sample(others)
+		switch {
+		case k == 1 && r.Projected != 0:
+			t.Fatalf("the ramp's first rise projected at %.0f B/s", r.Projected)
+		case k >= 2 && (r.Projected <= 0 || r.Allowance >= r.Current):
+			t.Fatalf("the ramp's rise %d: projected %.0f B/s, allowance %s, now %s; want projected, allowance below now",
+				k, r.Projected, bytesize.Human(r.Allowance), bytesize.Human(r.Current))
+		}
 	}
 }

@@ -29,6 +29,12 @@ type TorchConfig struct {
 	Budget *flow.Budget
 	// Keys sends each sample's key (its file path) with the batch.
 	Keys bool
+	// ListenOnAccept makes [NewTorch] leave the socket uncreated: the first
+	// [Torch.Accept] (or Consume) creates it and listens. A server with
+	// start-up checks sets it so that no client can connect to it (the kernel
+	// queues a connection on a listening socket before it is accepted) until
+	// they passed; a bad socket path is then also reported only at Accept.
+	ListenOnAccept bool
 	// CloseWait is how long Close waits for the consumer to hang up after the
 	// last message; 0 means 5 s.
 	CloseWait time.Duration

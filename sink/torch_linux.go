@@ -84,20 +84,41 @@ type torchMsg struct {
 // ProtocolVersion is the wire format's version, sent in the hello message.
 const ProtocolVersion = 1
 
-// NewTorch starts listening on cfg.Socket. Nothing is mapped until the first batch.
+// NewTorch starts listening on cfg.Socket (unless cfg.ListenOnAccept: then
+// the first Accept does). Nothing is mapped until the first batch.
 func NewTorch(cfg TorchConfig) (*Torch, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ln, err := listenUnix("unixpacket", cfg.Socket)
-	if err != nil {
-		return nil, fmt.Errorf("sink torch: %w", err)
-	}
 	// The slots go into free when the ring is made (setup): their number may
 	// come from the first batch's size.
-	t := &Torch{cfg: cfg, ln: ln, fd: -1, free: make(chan int, max(cfg.Slots, MaxAutoSlots)), next: make(chan EpochRequest, 1)}
+	t := &Torch{cfg: cfg, fd: -1, free: make(chan int, max(cfg.Slots, MaxAutoSlots)), next: make(chan EpochRequest, 1)}
+	if !cfg.ListenOnAccept {
+		if err := t.Listen(); err != nil {
+			return nil, err
+		}
+	}
 	t.gone, t.setGone = context.WithCancelCause(context.Background())
 	return t, nil
+}
+
+// Listen creates the socket and listens on it, unless it does already: what
+// NewTorch does without TorchConfig.ListenOnAccept, and Accept with it.
+func (t *Torch) Listen() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ln != nil {
+		return nil
+	}
+	if t.closing {
+		return errors.New("sink torch: closed")
+	}
+	ln, err := listenUnix("unixpacket", t.cfg.Socket)
+	if err != nil {
+		return fmt.Errorf("sink torch: %w", err)
+	}
+	t.ln = ln
+	return nil
 }
 
 // Socket returns the path the sink listens on.
@@ -137,6 +158,9 @@ func (t *Torch) Accept(ctx context.Context) error {
 	}
 	if closing {
 		return errors.New("sink torch: closed")
+	}
+	if err := t.Listen(); err != nil {
+		return err
 	}
 	c, err := acceptUnix(ctx, t.ln)
 	if err != nil {
@@ -590,7 +614,12 @@ func (t *Torch) closeWithin(cause error, wait time.Duration) error {
 			errs = append(errs, unix.Close(t.fd))
 			t.fd = -1
 		}
-		errs = append(errs, closeListener(t.ln, t.cfg.Socket))
+		t.mu.Lock()
+		ln := t.ln
+		t.mu.Unlock()
+		if ln != nil { // nil: never listened (ListenOnAccept, no Accept)
+			errs = append(errs, closeListener(ln, t.cfg.Socket))
+		}
 		if t.refused != nil {
 			<-t.refused
 		}

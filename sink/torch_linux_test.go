@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -435,5 +436,71 @@ func TestTorchAutoSlots(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestTorchListenOnAccept: with ListenOnAccept, NewTorch makes no socket (a
+// client cannot connect, nor is a bad path refused, until then); Accept makes
+// it and takes the client; Close removes it. Closed without an Accept, the sink
+// leaves the path as it found it.
+func TestTorchListenOnAccept(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "t.sock")
+	tr, err := NewTorch(TorchConfig{Socket: sock, Slots: 1, ListenOnAccept: true, CloseWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the socket exists before Accept: %v", err)
+	}
+	if c, err := net.Dial("unixpacket", sock); err == nil {
+		c.Close()
+		t.Fatal("a client connected before Accept")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	accepted := make(chan error, 1)
+	go func() { accepted <- tr.Accept(ctx) }()
+	var g *goClient
+	for g == nil { // until Accept has made the socket
+		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+		if err == nil {
+			g = &goClient{c: c}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no socket to connect to a minute after Accept: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	defer g.close()
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the socket is left after Close: %v", err)
+	}
+
+	// Never accepted: a file at the path is neither refused nor removed.
+	other := filepath.Join(dir, "file")
+	if err := os.WriteFile(other, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr, err = NewTorch(TorchConfig{Socket: other, Slots: 1, ListenOnAccept: true})
+	if err != nil {
+		t.Fatalf("NewTorch refused a path it does not use yet: %v", err)
+	}
+	if err := tr.Listen(); err == nil || !strings.Contains(err.Error(), "is not a socket") {
+		t.Errorf("Listen on a regular file: %v, want it refused", err)
+	}
+	if err := tr.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(other); err != nil || string(b) != "x" {
+		t.Errorf("the file at the path changed: %q %v", b, err)
 	}
 }

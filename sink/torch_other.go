@@ -21,6 +21,9 @@ var errTorchLinux = errors.New("sink torch: needs Linux (memfd and SCM_RIGHTS)")
 // NewTorch fails: the PyTorch consumer needs Linux.
 func NewTorch(TorchConfig) (*Torch, error) { return nil, errTorchLinux }
 
+// Listen returns an error: the torch sink needs Linux.
+func (t *Torch) Listen() error { return errTorchLinux }
+
 // Socket returns "".
 func (t *Torch) Socket() string { return "" }
 

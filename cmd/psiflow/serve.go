@@ -96,7 +96,9 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := sink.NewTorch(sink.TorchConfig{Socket: c.socket, Slots: c.slots, Keys: c.keys})
+	// The socket is made in accept, once the start-up checks passed: a client
+	// could otherwise connect (the kernel queues it) to a server about to fail.
+	t, err := sink.NewTorch(sink.TorchConfig{Socket: c.socket, Slots: c.slots, Keys: c.keys, ListenOnAccept: true})
 	if err != nil {
 		return err
 	}
@@ -106,6 +108,9 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 		// Said only here, once the start-up checks passed (Hooks.Ready): a
 		// consumer, or a script that waits for this line, then meets a loader
 		// that really serves, not one about to fail its checks.
+		if err := t.Listen(); err != nil {
+			return err
+		}
 		if c.slots > 0 {
 			fmt.Fprintf(stdout, "psiflow serve: listening on %s (%d slots)\n", c.socket, c.slots)
 		} else {

@@ -76,7 +76,8 @@ func TestSmallMemoryLimits(t *testing.T) {
 // its floor, a rank with no samples) says so at start, with its exit status,
 // instead of waiting for a consumer to connect (here no consumer ever does, and
 // the accept timeout is ten minutes: serve used to wait for it), and never says
-// it is listening (it used to, before its checks, then fail).
+// it is listening (it used to, before its checks, then fail), nor makes its
+// socket before they passed.
 func TestServeRefusesBeforeItsConsumer(t *testing.T) {
 	bin := psiflowBinary(t) // without -race: its shadow memory alone exceeds the limit
 	data := genFolder(t, 10)
@@ -106,7 +107,15 @@ func TestServeRefusesBeforeItsConsumer(t *testing.T) {
 			if tc.data != "" {
 				dir = tc.data
 			}
-			args := append(append([]string(nil), tc.cgroup...), "serve", "-data", dir, "-socket", filepath.Join(t.TempDir(), "s.sock"), "-accept-timeout", "10m")
+			// The socket's path holds a regular file: serve must fail its checks
+			// without touching it (the socket is made only once they passed; it
+			// used to be made first, so a client could connect to a server about
+			// to fail, and this file was refused before any check ran).
+			sock := filepath.Join(t.TempDir(), "s.sock")
+			if err := os.WriteFile(sock, []byte("not a socket"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := append(append([]string(nil), tc.cgroup...), "serve", "-data", dir, "-socket", sock, "-accept-timeout", "10m")
 			if tc.cgroup != nil {
 				args = append(append(append([]string(nil), tc.cgroup...), bin), args[len(tc.cgroup):]...)
 			}
@@ -123,6 +132,9 @@ func TestServeRefusesBeforeItsConsumer(t *testing.T) {
 			}
 			if strings.Contains(out.String(), "listening") {
 				t.Fatalf("a serve that failed its start-up checks said it was listening:\n%s", out.String())
+			}
+			if b, err := os.ReadFile(sock); err != nil || string(b) != "not a socket" {
+				t.Fatalf("serve touched its socket's path before its checks passed: %q, %v", b, err)
 			}
 		})
 	}

@@ -76,6 +76,7 @@ var bindings = []binding{
 	{flag: "pressure", keys: []string{"resources.pressure"}, yes: "gate", no: "off", usage: "gate the source and its reads on this cgroup's memory pressure (PSI triggers, vmpressure or polling, whichever the host allows)"},
 	{flag: "below-floor", keys: []string{"resources.below_floor"}},
 	{flag: "pause-timeout", keys: []string{"resources.pause_timeout"}},
+	{flag: "no-room", keys: []string{"resources.no_room"}},
 	{flag: "cache", keys: []string{"resources.cache"}},
 	{flag: "cache-max", keys: []string{"resources.cache_max"}},
 }

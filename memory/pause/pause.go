@@ -145,6 +145,10 @@ const (
 	Resumed
 	// TimedOut: the pause lasted longer than the timeout; the run should end.
 	TimedOut
+	// Left: the others alone leave the paused loader less than its own resident
+	// set (Event.Own) and a margin (Event.Margin): the run ends. The memory
+	// runtime decides it, not the [Controller].
+	Left
 )
 
 func (k Kind) String() string {
@@ -155,6 +159,8 @@ func (k Kind) String() string {
 		return "resumed"
 	case TimedOut:
 		return "timed out"
+	case Left:
+		return "left"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -170,8 +176,11 @@ type Event struct {
 	Timeout           time.Duration
 	// Settle repeats Config.Settle (negative: a pause waits for the hysteresis).
 	Settle time.Duration
-	// Lasted is how long the pause lasted (Resumed, TimedOut).
+	// Lasted is how long the pause lasted (Resumed, TimedOut, Left).
 	Lasted time.Duration
+	// Own is the loader's own resident memory that reclaim cannot take, and
+	// Margin the room both processes' code needs beside it (Left).
+	Own, Margin int64
 }
 
 // Message is the line to show for the event.
@@ -203,10 +212,33 @@ func (e Event) Message() string {
 		return fmt.Sprintf("resumed after a pause of %v: %s, above its floor of %s",
 			e.Lasted.Round(time.Millisecond), left, bytesize.Human(e.Floor))
 	case TimedOut:
-		return fmt.Sprintf("paused for %v, longer than the pause timeout of %v: %s, below its floor of %s",
-			e.Lasted.Round(time.Millisecond), e.Timeout, left, bytesize.Human(e.Floor))
+		return fmt.Sprintf("paused for %v, longer than the pause timeout of %v: %s, %s",
+			e.Lasted.Round(time.Millisecond), e.Timeout, left, e.Short())
+	case Left:
+		hold := "hold"
+		if r.Projected {
+			hold = "grow to" // within the few tens of milliseconds the decision looks ahead
+		}
+		return fmt.Sprintf("left after a pause of %v: the others %s %s of the limit of %s, which leaves %s, less than the paused loader's own %s and the %s both processes' code needs: both cannot fit, so the loader ends its run rather than be the reason the co-tenant is OOM-killed",
+			e.Lasted.Round(time.Millisecond), hold, bytesize.Human(r.Others), bytesize.Human(r.Limit), bytesize.Human(r.Limit-r.Others),
+			bytesize.Human(e.Own), bytesize.Human(e.Margin))
 	}
 	return ""
+}
+
+// ResumeAt is what the cgroup must leave the loader for this pause to resume
+// short of the settle rule: the floor plus the pause's hysteresis.
+func (e Event) ResumeAt() int64 { return e.Floor + e.Hysteresis }
+
+// Short says how what the reading leaves the loader falls short of a resume:
+// "below its floor of F" or, where it is at the floor or above but short of
+// the hysteresis, "above its floor of F but short of the R it resumes at" (a
+// pause that times out there must not say that less than the floor was left).
+func (e Event) Short() string {
+	if e.Reading.Current < e.Floor {
+		return "below its floor of " + bytesize.Human(e.Floor)
+	}
+	return fmt.Sprintf("above its floor of %s but short of the %s it resumes at", bytesize.Human(e.Floor), bytesize.Human(e.ResumeAt()))
 }
 
 // Controller turns readings into pauses and resumes. Safe for concurrent use.
@@ -336,6 +368,17 @@ func (c *Controller) hysteresis(limit, reserve int64) int64 {
 		return c.cfg.Hysteresis
 	}
 	return min(c.cfg.Hysteresis, max(0, (limit-reserve-c.cfg.Floor)/2))
+}
+
+// PausedFor returns how long the pause in progress has lasted at now (0 when
+// not paused).
+func (c *Controller) PausedFor(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.paused {
+		return 0
+	}
+	return max(0, now.Sub(c.since))
 }
 
 // Paused reports whether the loader is paused now.

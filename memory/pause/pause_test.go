@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
 )
 
 const mib = 1 << 20
@@ -300,6 +302,46 @@ func TestControllerSettlesAtTheFloor(t *testing.T) {
 						t.Errorf("pause line %q does not say %q", msg, wantIn)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestTimedOutMessageSaysWhatWasShort: a pause that times out while the cgroup
+// leaves the loader its floor but not the floor plus the hysteresis says so,
+// not "below its floor" (it once said "below its floor of 39.1 MiB" with 40.2
+// MiB left); one that times out below the floor says that.
+func TestTimedOutMessageSaysWhatWasShort(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		left    int64
+		want    string
+		notWant string
+	}{
+		{"short of the hysteresis", 40*mib + 200<<10, "leaves the loader 40.2 MiB (limit 256 MiB − others 199.8 MiB − reserve 16 MiB), above its floor of 39 MiB but short of the 48.8 MiB it resumes at", "below its floor"},
+		{"below the floor", 30 * mib, "leaves the loader 30 MiB (limit 256 MiB − others 210 MiB − reserve 16 MiB), below its floor of 39 MiB", "short of"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(Config{Floor: 39 * mib, Timeout: 10 * time.Second, Settle: Forever})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Unix(1000, 0)
+			if ev, ok := c.Observe(Reading{At: t0, Current: 12 * mib, Limit: 256 * mib, Others: 228 * mib, Reserve: 16 * mib}); !ok || ev.Kind != Paused {
+				t.Fatalf("first reading: %v %v, want a pause", ev.Kind, ok)
+			}
+			var last Event
+			for s := 1; s <= 12; s++ {
+				ev, ok := c.Observe(Reading{At: t0.Add(time.Duration(s) * time.Second), Current: tt.left, Limit: 256 * mib, Others: 240*mib - tt.left, Reserve: 16 * mib})
+				if ok {
+					last = ev
+				}
+			}
+			if last.Kind != TimedOut {
+				t.Fatalf("after 12 s paused at %s: event %v, want timed out", bytesize.Human(tt.left), last.Kind)
+			}
+			if m := last.Message(); !strings.Contains(m, tt.want) || strings.Contains(m, tt.notWant) {
+				t.Errorf("timed-out message %q: want %q, not %q", m, tt.want, tt.notWant)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"log"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,6 +43,9 @@ func Example_readme() {
 	step := func(t tensor.Tensor) error { seen += t.Shape[0]; return nil } // the training step
 	// README begin: preset
 	p, err := imagefolder.New(dir, "read.shuffle=true") // dir: an ImageFolder root such as /data/imagenet/train
+	if err != nil {
+		log.Fatal(err)
+	}
 	sum, err := pipelines.Run(ctx, p, pipelines.Hooks{
 		Batches: func(ctx context.Context, b *tensor.Batch) error { return step(b.Tensor) }, // [64, 3, 224, 224] uint8, b.Labels
 	})
@@ -65,8 +69,14 @@ func Example_readmeByHand() {
 	step := func(t tensor.Tensor) error { seen += t.Shape[0]; return nil } // the training step
 	// README begin: by hand
 	files, err := source.Dir(dir, ".JPEG") // dir: an ImageFolder root such as /data/imagenet/train
+	if err != nil {
+		log.Fatal(err)
+	}
 	// A graph under a memory runtime of its own, which its Run closes: a quarter of this cgroup's memory limit in flight, the gate on its memory pressure.
 	g, err := memory.NewGraph("train", memory.Config{Mode: memory.Fixed, Pressure: true})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	// Read through io_uring (pread where unavailable); Rank and WorldSize shard the files.
 	samples := flowsrc.Files(g, "read", files, source.Options{Shuffle: true, Seed: 1})

@@ -73,8 +73,10 @@ class Client:
     arrives, and a released slot goes back to psiflow only once the event
     fenced after its copies has completed (see psiflow._pin).
     on_pause: called with each "pause" message's info (a dict: kind "paused",
-    "resumed" or "timed out", message, lasted_s) when psiflow pauses its reads
-    below its memory floor, resumes, or its pause outlasts the pause timeout;
+    "resumed", "timed out" or "left", message, lasted_s) when psiflow pauses its
+    reads below its memory floor, resumes, its pause outlasts the pause timeout,
+    or it leaves because the others in its cgroup alone leave it no room (the
+    error that ends the stream follows the last two);
     None (the default): the message is written to sys.stderr. While paused the
     next batch waits: this is how a training loop learns why.
     """

@@ -1,0 +1,212 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/psiflow/psiflow/internal/bytesize"
+	"github.com/psiflow/psiflow/memory/pause"
+	"github.com/psiflow/psiflow/pressure"
+)
+
+// NoRoomPolicy says what a paused loader does when the others in its cgroup
+// alone leave it less than its own paused resident set ([Config.NoRoom]).
+type NoRoomPolicy string
+
+const (
+	// LeaveNoRoom (the default) ends the run with a [*NoRoomError] (exit status
+	// 3 in the launcher): both cannot fit, the kernel's OOM killer is next, and
+	// it may choose the co-tenant even though the loader's oom_score_adj is
+	// 1000 (measured in the spike grid at 95% of 256 MiB: the co-tenant's
+	// resident set, its mapped binary included, exceeded the limit and
+	// outscored the loader, 69,287 against 68,824 points, 2 of 2 runs).
+	LeaveNoRoom NoRoomPolicy = "leave"
+	// StayNoRoom stays paused and leaves the outcome to the kernel.
+	StayNoRoom NoRoomPolicy = "stay"
+)
+
+// ParseNoRoomPolicy parses "leave" or "stay".
+func ParseNoRoomPolicy(s string) (NoRoomPolicy, error) {
+	switch NoRoomPolicy(s) {
+	case LeaveNoRoom, StayNoRoom:
+		return NoRoomPolicy(s), nil
+	}
+	return "", fmt.Errorf("no-room policy %q: want leave or stay", s)
+}
+
+// MinNoRoomMargin is the smallest room a paused loader keeps, beside its own
+// resident set and the others', for the code of both processes
+// ([Config.NoRoomMargin]).
+const MinNoRoomMargin = 4 << 20
+
+// NoRoomError ends a paused run under [LeaveNoRoom]: the others in the cgroup
+// alone (what reclaim cannot take: anonymous, shared and unevictable memory)
+// leave the loader less than what it holds itself after giving back all it
+// can, and the margin both processes' code needs. It names the figures.
+// errors.Is(err, ErrBelowFloor) is true.
+type NoRoomError struct {
+	// Report is the headroom report the decision was made on.
+	Report pressure.HeadroomReport
+	// Own is the loader's own resident memory that reclaim cannot take
+	// (RssAnon + RssShmem: the less of the sample's and a reading after the
+	// pause's shed); File its resident file pages (RssFile: its code, which
+	// reclaim can take but it runs on).
+	Own, File int64
+	// Margin is the room for both processes' code.
+	Margin int64
+	// Growth is the others' growth in bytes per second when it was decided
+	// (0: not growing), and Ahead what it adds to them within the few tens of
+	// milliseconds the decision looks ahead.
+	Growth float64
+	Ahead  int64
+	// Paused is how long the loader had been paused.
+	Paused time.Duration
+}
+
+// Left is what the others leave the loader, their growth ahead included:
+// limit − others − ahead.
+func (e *NoRoomError) Left() int64 { return e.Report.Limit - e.Report.Others() - e.Ahead }
+
+func (e *NoRoomError) Error() string {
+	r := e.Report
+	growing := ""
+	if e.Growth > 0 {
+		growing = fmt.Sprintf(" and grow by %s/s, %s within %v", bytesize.Human(int64(e.Growth)), bytesize.Human(e.Ahead), noRoomLookahead)
+	}
+	return fmt.Sprintf("left after a pause of %v: the others in the cgroup (%s) hold %s of its limit of %s%s, which leaves %s, less than the paused loader's own %s (RssAnon + RssShmem after giving back what it could; RssFile %s) and the %s both processes' code needs: both cannot fit, and the OOM killer may choose the co-tenant, so the loader stops rather than be the reason it is killed (resources.no_room: stay stays paused)",
+		e.Paused.Round(time.Millisecond), r.Source, bytesize.Human(r.Others()), bytesize.Human(r.Limit), growing, bytesize.Human(e.Left()),
+		bytesize.Human(e.Own), bytesize.Human(e.File), bytesize.Human(e.Margin))
+}
+
+// Is makes errors.Is(err, ErrBelowFloor) true.
+func (e *NoRoomError) Is(target error) bool { return target == ErrBelowFloor }
+
+// noRoomMargin is the margin under limit: Config.NoRoomMargin, or its default.
+func (r *Runtime) noRoomMargin(limit int64) int64 {
+	if m := r.cfg.NoRoomMargin; m > 0 {
+		return m
+	}
+	return max(MinNoRoomMargin, limit/32)
+}
+
+// NoRoomEvery is how often a paused loader reads its cgroup's memory between
+// the headroom's samples, to leave in time (LeaveNoRoom): a trainer's ramp
+// measured in the spike grid rose by 123 MiB/s, 12 MiB between two headroom
+// samples, and at 96% of 256 MiB the OOM killer came 7 MiB past the sample
+// where the others still left the paused loader room.
+const NoRoomEvery = 20 * time.Millisecond
+
+// noRoomLookahead is how far ahead the others' growth is projected when
+// deciding to leave: the time to the next reading and to exit.
+const noRoomLookahead = 3 * NoRoomEvery
+
+// noRoomLocked ends a paused run under [LeaveNoRoom] when the others alone
+// (rep.Others, what reclaim cannot take, plus their growth over
+// noRoomLookahead) leave the loader less than its own resident set and the
+// margin; it returns the event to announce. It projects only that little
+// ahead, not the headroom's lookahead: leaving cannot be undone, and a
+// second's projection overshoots the top of a ramp by the growth of a second.
+// Called with applyMu held, after shedPausedLocked.
+func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64) (pause.Event, bool) {
+	if r.cfg.NoRoom == StayNoRoom || !rep.Limited || r.stopErr != nil || r.pc == nil || !r.pc.Paused() {
+		return pause.Event{}, false
+	}
+	// The sample's own part may have been read before this round of giving
+	// back; a fresh reading after it, when it is less.
+	own, file := rep.Self, int64(0)
+	if o, f, ok := residentSelf(); ok {
+		own, file = min(own, o), f
+	}
+	margin := r.noRoomMargin(rep.Limit)
+	ahead := int64(max(0, growth) * noRoomLookahead.Seconds())
+	if rep.Limit-rep.Others()-ahead >= own+margin {
+		return pause.Event{}, false
+	}
+	err := &NoRoomError{Report: rep, Own: own, File: file, Margin: margin, Growth: max(0, growth), Ahead: ahead, Paused: r.pc.PausedFor(rep.At)}
+	r.stopErr = err
+	r.stopNoRoomWatchLocked()
+	if r.stopRun != nil {
+		r.stopRun(err)
+	}
+	reading := pause.Reading{At: rep.At, Current: rep.Current - ahead, Limit: rep.Limit, Others: rep.Others() + ahead, Reserve: rep.Reserve}
+	if ahead > 0 {
+		reading.Projected, reading.Now = true, rep.Current
+	}
+	return pause.Event{Kind: pause.Left, Reading: reading, Floor: r.cfg.Floor, Lasted: err.Paused, Own: own, Margin: margin}, true
+}
+
+// startNoRoomWatchLocked starts watching a pause for room every NoRoomEvery
+// (LeaveNoRoom), until the resume, the run's end or Close. Called with applyMu
+// held.
+func (r *Runtime) startNoRoomWatchLocked() {
+	if r.cfg.NoRoom == StayNoRoom || r.noRoom.stop != nil || r.closed || r.head == nil {
+		return
+	}
+	read := r.head.Config().Read
+	ctx, cancel := context.WithCancel(context.Background())
+	r.noRoom.stop = cancel
+	r.noRoom.wg.Go(func() { r.watchNoRoom(ctx, read) })
+}
+
+// stopNoRoomWatchLocked stops the watch (it ends on its own soon after).
+// Called with applyMu held.
+func (r *Runtime) stopNoRoomWatchLocked() {
+	if r.noRoom.stop != nil {
+		r.noRoom.stop()
+		r.noRoom.stop = nil
+	}
+}
+
+// noRoomWatch is the watch of a pause for room (under applyMu but wg).
+type noRoomWatch struct {
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// watchNoRoom reads the cgroup's memory every NoRoomEvery while paused and
+// leaves (noRoomLocked) when the others, growing at the rate of the last
+// 100 ms, leave the loader no room; it announces the event itself.
+func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemorySample, error)) {
+	t := time.NewTicker(NoRoomEvery)
+	defer t.Stop()
+	type point struct {
+		at     time.Time
+		others int64
+	}
+	var hist []point // the last 100 ms or so
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s, err := read()
+		if err != nil {
+			continue
+		}
+		now := time.Now()
+		others := s.Others()
+		hist = append(hist, point{now, others})
+		for len(hist) > 2 && now.Sub(hist[1].at) >= 100*time.Millisecond {
+			hist = hist[1:]
+		}
+		growth := 0.0
+		if dt := now.Sub(hist[0].at).Seconds(); dt > 0 {
+			growth = float64(others-hist[0].others) / dt
+		}
+		reserve := r.head.Last().Reserve
+		rep := pressure.HeadroomReport{MemorySample: s, Current: s.Limit - others - reserve, Reserve: reserve, Growth: growth}
+		r.applyMu.Lock()
+		ev, ok := r.noRoomLocked(rep, growth)
+		r.applyMu.Unlock()
+		if ok {
+			r.info("%s", ev.Message())
+			if r.cfg.OnPause != nil {
+				r.cfg.OnPause(ev)
+			}
+			return
+		}
+	}
+}
