@@ -16,7 +16,7 @@ PKGS     := ./...
 # and torchvision (with torch) as the decode and RandomResizedCrop references,
 # numpy for the Python consumer's tests (python/tests),
 # Prometheus (prometheus and promtool) for the rule tests and the real scrape in
-# internal/metrics; gcc (cc) builds the fake CUDA driver the gpu tests load.
+# metrics; gcc (cc) builds the fake CUDA driver the gpu tests load.
 # python3-venv, -pip, -setuptools and -wheel install the Python package offline
 # (cmd/psiflow TestPythonInstall runs the README's install commands); python3-torch
 # runs the torchrun test (cmd/psiflow TestTorchrun: torch.distributed.run, gloo on CPU).

@@ -18,7 +18,7 @@ import (
 	"github.com/psiflow/psiflow/internal/demo"
 	"github.com/psiflow/psiflow/internal/flagval"
 	"github.com/psiflow/psiflow/internal/frontend"
-	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/metrics"
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/progress"
