@@ -86,7 +86,8 @@ func (r *runState) openCache(p *Pipeline, rt *memory.Runtime) error {
 		case side == 0:
 			return errors.New("resources.cache: decoded needs a decode stage of one output size (center_crop)")
 		case cfg.String("normalize") != "none":
-			return errors.New("resources.cache: decoded keeps uint8 tensors; with normalize use cache: encoded")
+			return fmt.Errorf("resources.cache: decoded keeps the decode stage's tensors as uint8, and decode.normalize: %s makes them float32; "+
+				"use cache: encoded (the files' bytes, decoded and normalised every epoch) or normalize: none", cfg.String("normalize"))
 		}
 		sc.shape = []int{3, int(side), int(side)}
 		if cfg.String("layout") == "hwc" {

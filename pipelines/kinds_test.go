@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -269,7 +270,39 @@ func TestSampleCache(t *testing.T) {
 			}
 		})
 	}
-	p := loadShipped(t, "imagefolder.yaml", map[string]string{"DATA": dir}, "resources.cache=decoded", "decode.flip=0.5")
+	// Normalisation: a decoded cache (uint8 tensors) is refused at start,
+	// naming both keys; an encoded one serves the second epoch from the cache,
+	// normalised float32 batches both times.
+	p := loadShipped(t, "imagefolder.yaml", map[string]string{"DATA": dir}, "epochs=2", "decode.resize=20", "decode.center_crop=16",
+		"resources.cache=decoded", "decode.normalize=imagenet", "read.direct=false")
+	if _, err := Run(context.Background(), p, Hooks{}); err == nil || !strings.Contains(err.Error(), "decode.normalize: imagenet makes them float32; use cache: encoded") {
+		t.Fatalf("decoded cache with normalize: %v", err)
+	}
+	p = loadShipped(t, "imagefolder.yaml", map[string]string{"DATA": dir}, "epochs=2", "decode.resize=20", "decode.center_crop=16", "batch.size=5",
+		"resources.cache=encoded", "resources.cache_max=8MiB", "resources.budget=16MiB", "decode.normalize=imagenet", "read.direct=false")
+	var mu sync.Mutex
+	var dtypes []tensor.DType
+	sum, err := Run(context.Background(), p, Hooks{Batches: func(_ context.Context, b *tensor.Batch) error {
+		mu.Lock()
+		dtypes = append(dtypes, b.Tensor.DType)
+		mu.Unlock()
+		return nil
+	}})
+	if err != nil {
+		t.Fatalf("encoded cache with normalize: %v", err)
+	}
+	if len(sum.Epochs) != 2 || sum.Epochs[1].CacheHits < 10 || sum.Items != 24 {
+		t.Fatalf("encoded cache with normalize: %d samples, epochs %+v: want 24, the second (nearly) all hits", sum.Items, sum.Epochs)
+	}
+	if len(dtypes) == 0 {
+		t.Fatal("no batch reached the Batches hook")
+	}
+	for _, d := range dtypes {
+		if d != tensor.Float32 {
+			t.Fatalf("batch of %v with normalize, want float32", d)
+		}
+	}
+	p = loadShipped(t, "imagefolder.yaml", map[string]string{"DATA": dir}, "resources.cache=decoded", "decode.flip=0.5")
 	if _, err := Run(context.Background(), p, Hooks{}); err == nil || !strings.Contains(err.Error(), "use cache: encoded") {
 		t.Fatalf("decoded cache with a flip: %v", err)
 	}

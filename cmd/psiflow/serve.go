@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/psiflow/psiflow/internal/flagval"
@@ -18,6 +17,7 @@ import (
 	"github.com/psiflow/psiflow/memory"
 	"github.com/psiflow/psiflow/memory/pause"
 	"github.com/psiflow/psiflow/pipelines"
+	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/sink"
 	"github.com/psiflow/psiflow/source"
 	"github.com/psiflow/psiflow/tensor"
@@ -121,7 +121,7 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 		if err := t.Accept(actx); err != nil {
 			return err
 		}
-		pauses.accepted.Store(true)
+		pauses.connected()
 		return nil
 	}
 	if c.synthetic > 0 {
@@ -169,6 +169,14 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 		Info:        func(s string) { fmt.Fprintln(stdout, "  "+s) },
 		Skipped:     func(node string, err error) { fmt.Fprintf(os.Stderr, "psiflow serve: %s: skipped: %v\n", node, err) },
 		Ready:       accept,
+		// With a sample cache each epoch says how much of it the cache served
+		// (a second epoch from the cache said nothing).
+		OnEpoch: func(n int, e progress.Epoch) {
+			if e.CacheLookups > 0 {
+				fmt.Fprintf(stdout, "psiflow serve: epoch %d: %d samples, %.0f samples/s, cache hits %.0f%% (%d of %d samples from the sample cache)\n",
+					n+1, e.Items, e.Rate(), e.HitRate(), e.CacheHits, e.CacheLookups)
+			}
+		},
 		// Each pause, resume and pause timeout also goes to the consumer (a
 		// "pause" message): python/psiflow writes its line where the training
 		// loop sees it, which this process's standard output is not.
@@ -207,6 +215,14 @@ func serveFolder(ctx context.Context, c serveConfig, t *sink.Torch, stdout io.Wr
 	sum, err := pipelines.Run(ctx, c.p, hooks)
 	if sec := sum.Elapsed.Seconds(); sec > 0 {
 		fmt.Fprintf(stdout, "psiflow serve: %d samples in %d batches, %.1f s, %.0f samples/s\n", sum.Items, sum.Batches, sec, float64(sum.Items)/sec)
+	}
+	var hits, lookups int64
+	for _, e := range sum.Epochs {
+		hits, lookups = hits+e.CacheHits, lookups+e.CacheLookups
+	}
+	if lookups > 0 {
+		fmt.Fprintf(stdout, "psiflow serve: sample cache: %d of %d samples served from it (%.0f%%) over %d epochs\n",
+			hits, lookups, 100*float64(hits)/float64(lookups), len(sum.Epochs))
 	}
 	if rt != nil {
 		if n, d := rt.PauseStats(); n > 0 {
@@ -286,53 +302,97 @@ type servePause struct {
 // pauseAnnouncer sends the memory runtime's pause events to the consumer from a
 // goroutine of its own: the runtime calls OnPause from its headroom sampler,
 // which must not wait for a consumer busy in a training step. Events before the
-// consumer connected, or beyond a queue of 16, are only printed.
+// consumer connected are kept (the last earlyKept of them) and sent when it
+// connects, marked as earlier; events beyond a queue of 16 are only printed.
 type pauseAnnouncer struct {
-	ctx      context.Context
-	t        *sink.Torch
-	accepted atomic.Bool
-	q        chan pause.Event
-	wg       sync.WaitGroup
-	flushed  chan struct{}
-	mu       sync.Mutex // q is closed under it
-	done     bool
+	ctx     context.Context
+	t       *sink.Torch
+	q       chan servePause
+	wg      sync.WaitGroup
+	flushed chan struct{}
+	mu      sync.Mutex // q is closed under it
+	done    bool
+	// accepted: the consumer connected; before, events go to early (the
+	// oldest dropped past earlyKept, counted in dropped).
+	accepted bool
+	early    []pause.Event
+	dropped  int
 }
 
+// earlyKept is how many pause events from before the consumer connected are
+// kept for it.
+const earlyKept = 16
+
 func newPauseAnnouncer(ctx context.Context, t *sink.Torch) *pauseAnnouncer {
-	a := &pauseAnnouncer{ctx: ctx, t: t, q: make(chan pause.Event, 16), flushed: make(chan struct{}, 1)}
+	a := &pauseAnnouncer{ctx: ctx, t: t, q: make(chan servePause, 16+earlyKept), flushed: make(chan struct{}, 1)}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		for ev := range a.q {
-			if ev.Kind == 0 {
+		for m := range a.q {
+			if m.Kind == "" {
 				a.flushed <- struct{}{}
 				continue
 			}
-			_ = a.t.Announce(a.ctx, "pause", servePause{Kind: ev.Kind.String(), Message: ev.Message(), Lasted: ev.Lasted.Seconds()})
+			_ = a.t.Announce(a.ctx, "pause", m)
 		}
 	}()
 	return a
 }
 
-// announce queues ev for the consumer; it never waits.
+func pauseMessage(ev pause.Event) servePause {
+	return servePause{Kind: ev.Kind.String(), Message: ev.Message(), Lasted: ev.Lasted.Seconds()}
+}
+
+// announce queues ev for the consumer (or keeps it until it connects); it
+// never waits.
 func (a *pauseAnnouncer) announce(ev pause.Event) {
-	if !a.accepted.Load() {
-		return
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.done {
 		return
 	}
+	if !a.accepted {
+		if len(a.early) == earlyKept {
+			a.early = append(a.early[:0], a.early[1:]...)
+			a.dropped++
+		}
+		a.early = append(a.early, ev)
+		return
+	}
 	select {
-	case a.q <- ev:
+	case a.q <- pauseMessage(ev):
 	default:
 	}
 }
 
+// connected is called once the consumer connected: the events kept from
+// before go to it first, in order, each saying it came before the consumer
+// connected (the first also how many older ones were not kept).
+func (a *pauseAnnouncer) connected() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.accepted || a.done {
+		return
+	}
+	a.accepted = true
+	for i, ev := range a.early {
+		m := pauseMessage(ev)
+		note := "before this consumer connected"
+		if i == 0 && a.dropped > 0 {
+			note += fmt.Sprintf("; %d older pause messages not kept", a.dropped)
+		}
+		m.Message = "(" + note + ") " + m.Message
+		select {
+		case a.q <- m:
+		default:
+		}
+	}
+	a.early = nil
+}
+
 // flush waits until the events queued so far were sent (-pause-after).
 func (a *pauseAnnouncer) flush() {
-	a.q <- pause.Event{}
+	a.q <- servePause{}
 	<-a.flushed
 }
 

@@ -194,3 +194,80 @@ func TestServeDefaults(t *testing.T) {
 		t.Errorf("serve did not run under the elastic memory runtime by default:\n%s", out.String())
 	}
 }
+
+// TestServeSaysCacheHits: serve with a sample cache over two epochs says, per
+// epoch and in its summary, how many samples the cache served (the second
+// epoch's from the cache; it used to print nothing for them).
+func TestServeSaysCacheHits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a launcher process")
+	}
+	const perClass = 6
+	data := genFolder(t, perClass)
+	sock := filepath.Join(t.TempDir(), "serve.sock")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	serve := exec.CommandContext(ctx, exe)
+	args := []string{"serve", "-data", data, "-socket", sock, "-epochs", "2", "-cache", "encoded", "-cache-max", "16MiB"}
+	serve.Env = append(os.Environ(), envLauncher+"="+strings.Join(args, "\x1f"))
+	var out bytes.Buffer
+	serve.Stdout, serve.Stderr = &out, &out
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dialServe(ctx, sock)
+	if err != nil {
+		_ = serve.Process.Kill()
+		_ = serve.Wait()
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	defer c.close()
+	for {
+		m, err := c.next()
+		if err != nil || m.T == "error" {
+			_ = serve.Process.Kill()
+			_ = serve.Wait()
+			t.Fatalf("reading from serve: %v %s\n%s", err, m.Message, out.String())
+		}
+		if m.T == "end" {
+			break
+		}
+		if m.T == "batch" {
+			if err := c.release(m.Slot); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.close()
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, out.String())
+	}
+	const n = 2 * perClass
+	for _, want := range []string{
+		fmt.Sprintf("psiflow serve: epoch 1: %d samples, ", n),
+		fmt.Sprintf("cache hits 0%% (0 of %d samples from the sample cache)", n),
+		fmt.Sprintf("psiflow serve: epoch 2: %d samples, ", n),
+		"psiflow serve: sample cache: ",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// The second epoch's hits: every sample, unless the kernel reclaimed some
+	// (the cache is preemptible), so a bound, not an exact count.
+	var hits, lookups int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "psiflow serve: epoch 2: ") {
+			if i := strings.Index(line, "% ("); i >= 0 {
+				fmt.Sscanf(line[i+3:], "%d of %d", &hits, &lookups)
+			}
+		}
+	}
+	if lookups != n || hits < n/2 {
+		t.Errorf("epoch 2: %d of %d from the cache, want %d looked up and most of them hits:\n%s", hits, lookups, n, out.String())
+	}
+}

@@ -419,8 +419,16 @@ class Loader:
             if batch_size is not None:
                 cmd += ["-batch", str(batch_size)]
         cmd += list(args)
-        self._stderr = open(os.path.join(self._dir, "stderr"), "w+b")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        self.proc = None
+        try:
+            self._stderr = open(os.path.join(self._dir, "stderr"), "w+b")
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        except BaseException:
+            # psiflow could not be started: nothing but the folder to undo.
+            if getattr(self, "_stderr", None) is not None:
+                self._stderr.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
         self.returncode = None
         try:
             self.client = Client(self.socket_path, auto_release=auto_release, torch=torch,
@@ -455,24 +463,30 @@ class Loader:
         return iter(self.client)
 
     def close(self, timeout=30.0):
-        """Stop psiflow (a clean stop) and wait for it; returns its exit status."""
-        if getattr(self, "client", None) is not None:
-            self.client.close()
-        if self.proc.poll() is None:
+        """Stop psiflow (a clean stop) and wait for it; returns its exit status.
+        The temporary folder of the socket goes whatever happens (also when
+        closing fails)."""
+        try:
+            if getattr(self, "client", None) is not None:
+                self.client.close()
+        finally:
             try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-        self.returncode = self.proc.returncode
-        if not self._stderr.closed:
-            self._stderr_text = self.stderr()
-            self._stderr.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+                if self.proc.poll() is None:
+                    try:
+                        self.proc.wait(timeout)
+                    except subprocess.TimeoutExpired:
+                        self.proc.terminate()
+                        try:
+                            self.proc.wait(10)
+                        except subprocess.TimeoutExpired:
+                            self.proc.kill()
+                            self.proc.wait()
+                self.returncode = self.proc.returncode
+                if not self._stderr.closed:
+                    self._stderr_text = self.stderr()
+                    self._stderr.close()
+            finally:
+                shutil.rmtree(self._dir, ignore_errors=True)
         return self.returncode
 
     def __enter__(self):
@@ -481,3 +495,14 @@ class Loader:
     def __exit__(self, *exc):
         self.close()
         return False
+
+    def __del__(self):
+        # A loader dropped without close (a loop that broke early, an
+        # exception): psiflow is stopped and the socket's folder removed.
+        try:
+            if getattr(self, "proc", None) is not None:
+                self.close()
+            elif getattr(self, "_dir", None) is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+        except Exception:
+            pass

@@ -217,6 +217,66 @@ class TestEnding(unittest.TestCase):
             psiflow.Loader(psiflow_bin=BIN, args=["-bogus"])
 
 
+class TestTemporaryFolder(unittest.TestCase):
+    """Loader makes a temporary folder for serve's socket and its stderr: it
+    goes when psiflow cannot start, when serve fails, and when a loop breaks
+    early and the loader is dropped without close."""
+
+    def setUp(self):
+        self._saved = tempfile.tempdir
+        self.tmp = tempfile.mkdtemp(prefix="psiflow-tmpdir-test-")
+        tempfile.tempdir = self.tmp  # where Loader's mkdtemp makes its folder
+
+    def tearDown(self):
+        tempfile.tempdir = self._saved
+        import shutil
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def left(self):
+        return sorted(os.listdir(self.tmp))
+
+    def test_serve_fails_at_start(self):
+        with self.assertRaisesRegex(psiflow.PsiflowError, "exited with status 2"):
+            psiflow.Loader(psiflow_bin=BIN, args=["-bogus"])
+        self.assertEqual(self.left(), [])
+
+    def test_psiflow_cannot_be_started(self):
+        bad = os.path.join(self._saved or "/tmp", "psiflow-not-executable-%d" % os.getpid())
+        with open(bad, "w") as f:
+            f.write("#!/bin/sh\n")
+        try:
+            with self.assertRaises(PermissionError):
+                psiflow.Loader(psiflow_bin=bad, args=synthetic(3))
+        finally:
+            os.remove(bad)
+        self.assertEqual(self.left(), [])
+
+    def test_serve_fails_while_serving(self):
+        loader = psiflow.Loader(psiflow_bin=BIN, args=synthetic(10, "-fail-after", "2"))
+        self.assertEqual(len(self.left()), 1)
+        with self.assertRaisesRegex(psiflow.PsiflowError, "synthetic failure"):
+            for b in loader:
+                pass
+        proc = loader.proc
+        del loader, b  # dropped, never closed (a batch holds its loader's ring)
+        import gc
+        gc.collect()
+        self.assertEqual(self.left(), [])
+        self.assertIsNotNone(proc.poll())
+
+    def test_loop_breaks_early(self):
+        loader = psiflow.Loader(psiflow_bin=BIN, args=synthetic(100000))
+        for b in loader:
+            if b.seq == 2:
+                break
+        proc = loader.proc
+        del loader, b  # dropped without close
+        import gc
+        gc.collect()
+        self.assertEqual(self.left(), [])
+        self.assertEqual(wait_exit(proc), 0)
+
+
 @unittest.skipUnless(os.environ.get("PSIFLOW_TEST_DATA"), "PSIFLOW_TEST_DATA names no image folder")
 class TestImageFolder(unittest.TestCase):
     def test_folder_end_to_end(self):

@@ -34,6 +34,7 @@ func candidates() []string {
 // [Decompressor] handles it makes are not.
 type Lib struct {
 	name    string // the name dlopen accepted
+	direct  bool   // per-image calls made directly ([EnvCalls])
 	file    string // the file mapped, when it can be found
 	api     string
 	factors []ScalingFactor
@@ -77,6 +78,10 @@ func Default() (*Lib, error) {
 // [ErrNotAvailable] and says which names were tried and why they failed.
 // A loaded library is never unloaded.
 func Load(path string) (*Lib, error) {
+	direct, err := directFromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotAvailable, err)
+	}
 	names := candidates()
 	if path != "" {
 		names = []string{path}
@@ -94,6 +99,7 @@ func Load(path string) (*Lib, error) {
 			errs = append(errs, fmt.Sprintf("%s: %v", n, err))
 			continue
 		}
+		l.direct = direct
 		return l, nil
 	}
 	return nil, fmt.Errorf("%w: %s (install libturbojpeg0, or set %s to its path)",
@@ -222,6 +228,7 @@ type Decompressor struct {
 
 // call calls the C function fn with the first n words of d.args and returns
 // its int result; d.pin must hold every Go buffer whose address is in d.args.
+// direct makes the call without entering a system call ([EnvCalls]).
 //
 // It allocates nothing, which is why it exists: RegisterLibFunc's
 // reflection-based wrappers allocate several times per call, and so does
@@ -237,8 +244,13 @@ type Decompressor struct {
 // cleared so the handle retains nothing. The out-parameters are fields of d,
 // which the caller keeps alive. unsigned long is pointer-sized on every
 // platform this file builds for, so sizes go in one word.
-func (d *Decompressor) call(fn uintptr, n int) int32 {
-	r1, _, _ := purego.SyscallN(fn, d.args[:n]...)
+func (d *Decompressor) call(fn uintptr, n int, direct bool) int32 {
+	var r1 uintptr
+	if direct {
+		r1 = directCall(fn, &d.args)
+	} else {
+		r1, _, _ = purego.SyscallN(fn, d.args[:n]...)
+	}
 	d.args = [len(d.args)]uintptr{}
 	d.pin = [len(d.pin)]unsafe.Pointer{}
 	return int32(r1) // C int: the upper half of the register is undefined
@@ -304,7 +316,7 @@ func (d *Decompressor) Header(data []byte) (Header, error) {
 	d.args = [len(d.args)]uintptr{d.h, uintptr(d.pin[0]), uintptr(len(data)),
 		uintptr(unsafe.Pointer(&d.w)), uintptr(unsafe.Pointer(&d.ht)),
 		uintptr(unsafe.Pointer(&d.subsamp)), uintptr(unsafe.Pointer(&d.cs))}
-	if rc := d.call(d.lib.decompressHeader, 7); rc != 0 {
+	if rc := d.call(d.lib.decompressHeader, 7, d.lib.direct); rc != 0 {
 		return Header{}, d.err("reading header")
 	}
 	if d.w <= 0 || d.ht <= 0 {
@@ -347,7 +359,7 @@ func (d *Decompressor) Decompress(data []byte, hdr Header, f ScalingFactor, pf P
 	d.pin[0], d.pin[1] = unsafe.Pointer(&data[0]), unsafe.Pointer(&dst[0])
 	d.args = [len(d.args)]uintptr{d.h, uintptr(d.pin[0]), uintptr(len(data)), uintptr(d.pin[1]),
 		uintptr(w), uintptr(w * ch), uintptr(h), uintptr(uint32(pf)), uintptr(uint32(flags | FlagStopOnWarning))}
-	if rc := d.call(d.lib.decompress2, 9); rc != 0 {
+	if rc := d.call(d.lib.decompress2, 9, d.lib.direct && hdr.Width*hdr.Height <= DirectMaxPixels); rc != 0 {
 		return d.err("decompressing")
 	}
 	return nil

@@ -97,6 +97,7 @@ func regionAddrs() (call, errorExit, emitMessage, outputMessage uintptr)
 // decoding. It is safe for concurrent use; its [RegionDecoder] values are not.
 type RegionLib struct {
 	name, file string
+	direct     bool // calls made directly ([EnvCalls])
 
 	createDecompress, destroyDecompress, abortDecompress uintptr
 	stdError, memSrc, readHeader, startDecompress        uintptr
@@ -137,11 +138,15 @@ func LoadRegion(path string) (*RegionLib, error) {
 		return nil, fmt.Errorf("%w: region decoding: %s: %v (install libjpeg62-turbo, or set %s to its path)",
 			ErrNotAvailable, name, err, EnvLibJPEG)
 	}
+	direct, err := directFromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("%w: region decoding: %v", ErrNotAvailable, err)
+	}
 	h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return fail(err)
 	}
-	l := &RegionLib{name: name}
+	l := &RegionLib{name: name, direct: direct}
 	for _, s := range []struct {
 		p   *uintptr
 		sym string
@@ -200,8 +205,8 @@ type RegionDecoder struct {
 	lib     *RegionLib
 	mem     []byte // the off-heap page
 	base    uintptr
-	rows    []uintptr // row pointers of the current decode
-	args    [1]uintptr
+	rows    []uintptr  // row pointers of the current decode
+	args    [9]uintptr // regionCall's one argument, the frame; 9 for directCall
 	cleanup runtime.Cleanup
 }
 
@@ -264,9 +269,18 @@ func (d *RegionDecoder) frame() *[17]uintptr {
 func (d *RegionDecoder) protect(fn, a0, a1, a2, a3 uintptr) (r uintptr, ok bool) {
 	f := d.frame()
 	*f = [17]uintptr{frFn: fn, frArg: a0, frArg + 1: a1, frArg + 2: a2, frArg + 3: a3}
+	return f[frResult], d.run(d.lib.direct) == 0
+}
+
+// run calls regionCall with the frame, directly or as a system call
+// ([EnvCalls]), and returns its result (0, or 1 when libjpeg raised an error).
+func (d *RegionDecoder) run(direct bool) uintptr {
 	d.args[0] = d.base + memFrame
-	r1, _, _ := purego.SyscallN(addrCall, d.args[:]...)
-	return f[frResult], r1 == 0
+	if direct {
+		return directCall(addrCall, &d.args)
+	}
+	r1, _, _ := purego.SyscallN(addrCall, d.args[:1]...)
+	return r1
 }
 
 // message formats libjpeg's last error (format_message of the error manager).
@@ -416,8 +430,7 @@ func (d *RegionDecoder) DecodeRegion(data []byte, f ScalingFactor, pf PixelForma
 	fr := d.frame()
 	*fr = [17]uintptr{frFn: d.lib.readScanlines, frArg: cinfo, frMode: 1,
 		frRows: uintptr(unsafe.Pointer(&rows[0])), frFirst: uintptr(y0), frTarget: uintptr(y1)}
-	d.args[0] = d.base + memFrame
-	r1, _, _ := purego.SyscallN(addrCall, d.args[:]...)
+	r1 := d.run(d.lib.direct && w*h <= DirectMaxPixels)
 	runtime.KeepAlive(buf)
 	runtime.KeepAlive(rows)
 	if r1 != 0 {
