@@ -5,13 +5,18 @@
 GO       ?= go
 # go-nvml's cgo preamble declares deprecated NVML functions; keep the build quiet.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+# One build flag for every step, tests, vet, staticcheck, the binaries the tests build
+# and the wheel's (python/setup.py: CGO_ENABLED=0 go build -trimpath): -trimpath, so a
+# package compiles once for all the steps that share its other flags (docs/BENCHMARKS.md,
+# "make test from an empty Go build cache"). Whatever GOFLAGS `go env` has is kept.
+export GOFLAGS := $(strip $(filter-out -trimpath,$(shell $(GO) env GOFLAGS)) -trimpath)
 BIN      := bin/psiflow
 PKGS     := ./...
 # Packages the tests need at run time: TurboJPEG for the JPEG decoder, Pillow
 # and torchvision (with torch) as the decode and RandomResizedCrop references,
 # numpy for the Python consumer's tests (python/tests),
 # Prometheus (prometheus and promtool) for the rule tests and the real scrape in
-# internal/metrics; gcc (cc) builds the fake CUDA driver the gpu tests load.
+# metrics; gcc (cc) builds the fake CUDA driver the gpu tests load.
 # python3-venv, -pip, -setuptools and -wheel install the Python package offline
 # (cmd/psiflow TestPythonInstall runs the README's install commands); python3-torch
 # runs the torchrun test (cmd/psiflow TestTorchrun: torch.distributed.run, gloo on CPU).
@@ -54,12 +59,16 @@ wheel: deps
 #
 # From an empty Go build cache most of the time is compiling, and every set of build
 # flags compiles the module and its dependencies once more, so the steps share flags
-# where the guarantee allows (docs/BENCHMARKS.md, "Test suite"): go vet and staticcheck
-# run with -race, the tests' flags, and the tests link from what they compiled (the
-# !race files, three test constants, are vetted by the macOS pass); the CGO_ENABLED=0
-# lane tests with its build's -trimpath. The macOS vet and staticcheck (test-beside)
-# run niced beside the tests (test-run), on the CPU the tests leave idle while they wait
-# on the kernel; a failure of either still fails make test.
+# where the guarantee allows (docs/BENCHMARKS.md, "Test suite"): every step builds with
+# -trimpath (GOFLAGS above); go vet and staticcheck run with -race, the tests' flags, and
+# the tests link from what they compiled (the !race files, three test constants, are
+# vetted by the macOS pass); the non-race builds (the co-tenant test, the plain psiflow
+# binary cmd/psiflow's tests build) share every package whose build does not depend on
+# cgo with the CGO_ENABLED=0 lane and the wheel. go vet runs once: the race tests and the
+# co-tenant test run with -vet=off, since vet-race ran every analyzer go test's own vet
+# would (and the rest of go vet's) on the same packages with the same flags. The macOS
+# vet and staticcheck (test-beside) run niced beside the tests (test-run), on the CPU the
+# tests leave idle while they wait on the kernel; a failure of either still fails make test.
 test: deps tracked-check fmt-check test-rules vet-race
 	@$(MAKE) --no-print-directory -j2 test-beside test-run
 
@@ -70,8 +79,9 @@ test-run:
 	@$(MAKE) --no-print-directory test-nocgo
 	@$(MAKE) --no-print-directory test-race
 
+# -vet=off: make test ran vet-race (go vet -race, a superset of go test's vet) first.
 test-race: deps
-	PSIFLOW_REQUIRE_KERNEL=1 PSIFLOW_REQUIRE_PYTHON=1 $(GO) test -race -shuffle=on -timeout 9m $(PKGS)
+	PSIFLOW_REQUIRE_KERNEL=1 PSIFLOW_REQUIRE_PYTHON=1 $(GO) test -race -shuffle=on -vet=off -timeout 9m $(PKGS)
 
 # The checks that need no test to wait for, at nice 10: they take the CPU the tests
 # leave idle, and give it back when a test wants it.
@@ -82,15 +92,14 @@ test-beside:
 # The CGO_ENABLED=0 lane: everything builds without cgo, and the GPU binding's tests run
 # against the fake CUDA driver through purego alone (what the prebuilt binaries of
 # scripts/gpu-check.sh do on a GPU machine).
-# -trimpath: the same compile flags as python/setup.py's build of the wheel's binary
-# (CGO_ENABLED=0 go build -trimpath), so that python/pkgtest's pip install of the README
-# links from this build's cache instead of compiling every package a second time.
-# The tests take -trimpath too, and link from the build's packages (from an empty build
-# cache 17.6 CPU s against 23.0 without it: a package whose files do not depend on cgo
-# compiles the same either way, so most of the standard library was shared already).
+# With GOFLAGS' -trimpath, the same compile flags as python/setup.py's build of the
+# wheel's binary (CGO_ENABLED=0 go build -trimpath), so that python/pkgtest's pip install
+# of the README links from this build's cache instead of compiling every package a second
+# time; and a package whose files do not depend on cgo compiles the same with cgo or
+# without, so this lane links mostly from what the co-tenant test compiled before it.
 test-nocgo: deps
-	CGO_ENABLED=0 $(GO) build -trimpath ./...
-	CGO_ENABLED=0 PSIFLOW_REQUIRE_KERNEL=1 $(GO) test -trimpath -count=1 -timeout 3m ./gpu/...
+	CGO_ENABLED=0 $(GO) build ./...
+	CGO_ENABLED=0 PSIFLOW_REQUIRE_KERNEL=1 $(GO) test -count=1 -timeout 3m ./gpu/...
 
 # The Prometheus recording and alert rules: syntax, then their unit tests.
 test-rules: deps
@@ -99,8 +108,9 @@ test-rules: deps
 
 # The real co-tenant tests skip themselves under -race (the detector's shadow memory does
 # not fit a 256 MiB cgroup beside a 179 MiB co-tenant), so it runs here without it.
+# -vet=off: vet-race vetted the package (its !race file: the macOS pass).
 test-cotenant:
-	$(GO) test -count=1 -timeout 5m -run 'TestCotenant' ./pipelines/imagefolder
+	$(GO) test -count=1 -vet=off -timeout 5m -run 'TestCotenant' ./pipelines/imagefolder
 
 test-short: fmt-check vet
 	$(GO) test -short -timeout 5m $(PKGS)
@@ -132,8 +142,8 @@ $(STATICCHECK):
 	GOBIN=$(CURDIR)/bin/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	mv bin/.staticcheck/staticcheck $@ && rmdir bin/.staticcheck
 
-# With -race, like vet-race and the tests: its go list -export then reuses their
-# compiled packages instead of compiling the module without -race.
+# With -race (and GOFLAGS' -trimpath), like vet-race and the tests: its go list -export
+# then reuses their compiled packages instead of compiling the module without -race.
 staticcheck: $(STATICCHECK)
 	GOFLAGS="$$($(GO) env GOFLAGS) -race" $(STATICCHECK) $(PKGS)
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/metrics"
 	"github.com/psiflow/psiflow/source/synth"
 )
 

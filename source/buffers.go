@@ -180,6 +180,35 @@ func (p *Pool) separate(n int) (Buffer, error) {
 // the pool has slots, for instance a batch stage collecting a large batch.
 func (p *Pool) SetOverflow(on bool) { p.grow.Store(on) }
 
+// ReleaseFree gives the pages of the slots free now back to the kernel
+// (MADV_DONTNEED) and returns their bytes; a later Alloc of such a slot
+// faults in zeroed pages. A ring that registered the pool must have
+// unregistered it first: pinned pages stay charged whatever the mapping says.
+func (p *Pool) ReleaseFree() (int64, error) {
+	if p.closed.Load() {
+		return 0, ErrClosed
+	}
+	var taken []*poolBuffer
+	defer func() {
+		for _, s := range taken {
+			p.free <- s
+		}
+	}()
+	var n int64
+	for {
+		select {
+		case s := <-p.free:
+			taken = append(taken, s)
+			if err := dropPages(s.full); err != nil {
+				return n, fmt.Errorf("source: release free slots: %w", err)
+			}
+			n += int64(len(s.full))
+		default:
+			return n, nil
+		}
+	}
+}
+
 // Regions returns the single registered region.
 func (p *Pool) Regions() [][]byte { return [][]byte{p.mem} }
 

@@ -15,6 +15,35 @@ type readAhead struct {
 	depth     int
 	chunkSize int
 	gate      Gate
+	// revoke, when set, gives the pool's registration back during a pause
+	// (the dataset's Buffers are [Revocable]): see [revokeAhead].
+	revoke *revokeAhead
+}
+
+// revokeAhead is a tar iterator's answer to a [Revocable] provider's
+// revocation (a paused loader giving its pinned memory back): its own chunk
+// pool is registered with its ring, pinned and charged until unregistered, and
+// the pause would hold it for as long as it lasts. Once revoked closes, the
+// read-ahead lands its reads in flight, the ring unregisters the pool and its
+// free slots go back to the kernel (their pages zeroed); reads go on into the
+// same pool without fixed buffers. Once per iterator (done).
+type revokeAhead struct {
+	revoked <-chan struct{}
+	done    bool
+}
+
+// revokedNow reports whether the provider revoked and the pool is still
+// registered.
+func (v *revokeAhead) revokedNow() bool {
+	if v == nil || v.done || v.revoked == nil {
+		return false
+	}
+	select {
+	case <-v.revoked:
+		return true
+	default:
+		return false
+	}
 }
 
 // chunkStream is an io.Reader over a file read in chunks through a Reader by a
@@ -104,6 +133,9 @@ func (c *chunkStream) run(ctx context.Context, next int64) {
 		close(c.done)
 	}()
 	for {
+		if ra.revoke.revokedNow() {
+			c.unregister(ctx)
+		}
 		for len(queue) > 0 && queue[0].done {
 			h := queue[0]
 			select {
@@ -121,7 +153,7 @@ func (c *chunkStream) run(ctx context.Context, next int64) {
 		}
 		for len(queue) < ra.depth && next < c.f.Size {
 			n := int(min(int64(ra.chunkSize), c.f.Size-next))
-			buf, err := Admit(ctx, ra.gate, ra.pool, n)
+			buf, err := c.admit(ctx, n)
 			if err == nil {
 				ch := &chunk{off: next, buf: buf}
 				if err = ra.reader.Submit(Request{File: c.f, Off: next, Buf: buf.Bytes(), Permit: ra.gate, Tag: ch}); err == nil {
@@ -155,6 +187,49 @@ func (c *chunkStream) run(ctx context.Context, next int64) {
 			}
 		}
 	}
+}
+
+// admit admits one chunk read and takes its buffer ([Admit]). While the pool is
+// registered and the provider may revoke, a revocation ends the wait (the gate
+// of a paused loader holds it there): the reads in flight land, the pool is
+// unregistered (unregister), and the wait goes on.
+func (c *chunkStream) admit(ctx context.Context, n int) (Buffer, error) {
+	v := c.ra.revoke
+	if v == nil || v.done || v.revoked == nil {
+		return Admit(ctx, c.ra.gate, c.ra.pool, n)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-v.revoked:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	buf, err := Admit(actx, c.ra.gate, c.ra.pool, n)
+	cancel()
+	if err == nil || ctx.Err() != nil || !v.revokedNow() {
+		return buf, err
+	}
+	c.unregister(ctx)
+	return Admit(ctx, c.ra.gate, c.ra.pool, n)
+}
+
+// unregister lands the reads in flight, unregisters the ring's fixed buffers
+// (the chunk pool) and gives the pool's free slots back (revokeAhead).
+func (c *chunkStream) unregister(ctx context.Context) {
+	for c.ra.reader.InFlight() > 0 {
+		if err := c.reap(ctx); err != nil {
+			return // the reads end with the stream; the pool stays registered
+		}
+	}
+	c.ra.revoke.done = true
+	if fr, ok := c.ra.reader.(fixedReader); ok {
+		if _, err := fr.UnregisterFixed(); err != nil {
+			return
+		}
+	}
+	_, _ = c.ra.pool.ReleaseFree()
 }
 
 func (c *chunkStream) reap(ctx context.Context) error {

@@ -10,3 +10,7 @@ func mapAligned(n int) ([]byte, error) {
 }
 
 func unmapAligned(b []byte) { _ = unix.Munmap(b[:cap(b)]) }
+
+// dropPages gives the pages of b back to the kernel (MADV_DONTNEED: the next
+// touch reads zeros); b must be a private anonymous mapping's, not pinned.
+func dropPages(b []byte) error { return unix.Madvise(b, unix.MADV_DONTNEED) }

@@ -6,7 +6,7 @@ import (
 )
 
 // ReadObserver is told of every read a [Reader] completes, for metrics (package
-// internal/metrics implements it with Prometheus counters and a latency histogram).
+// package metrics implements it with Prometheus counters and a latency histogram).
 // ObserveRead is called on the reader's goroutine, so it must be cheap and safe for
 // concurrent use by many readers.
 type ReadObserver interface {

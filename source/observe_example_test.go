@@ -17,7 +17,7 @@ func (printObserver) ObserveRead(b source.Backend, n int, d time.Duration, err e
 	fmt.Printf("read %d bytes with %s, err=%v\n", n, b, err)
 }
 
-// A ReadObserver sees every read a Reader completes (internal/metrics counts them for
+// A ReadObserver sees every read a Reader completes (package metrics counts them for
 // Prometheus).
 func ExampleReadObserver() {
 	dir, _ := os.MkdirTemp("", "observer-example")

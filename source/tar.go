@@ -142,6 +142,7 @@ type tarIter struct {
 	shard  int   // index in shards of the shard being streamed
 	offset int64 // where the next sample of that shard starts
 	stream *chunkStream
+	revoke *revokeAhead // the chunk pool's registration given back at a pause (one per iterator)
 	tr     *tar.Reader
 	ahead  *member // first member of the next sample, already read
 	// deferred is an error met after the members of the sample before it:
@@ -311,7 +312,15 @@ func (it *tarIter) openStream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	it.stream = newChunkStream(ctx, readAhead{reader: it.reader, pool: it.pool, depth: it.depth, chunkSize: it.r.ChunkSize, gate: it.r.Gate}, f, it.offset)
+	if it.revoke == nil {
+		it.revoke = &revokeAhead{}
+		if rev, ok := it.r.Buffers.(Revocable); ok {
+			if fr, ok := it.reader.(fixedReader); ok && fr.FixedBuffers() {
+				it.revoke.revoked = rev.Revoked()
+			}
+		}
+	}
+	it.stream = newChunkStream(ctx, readAhead{reader: it.reader, pool: it.pool, depth: it.depth, chunkSize: it.r.ChunkSize, gate: it.r.Gate, revoke: it.revoke}, f, it.offset)
 	it.tr = tar.NewReader(it.stream)
 	it.ended = false
 	return nil

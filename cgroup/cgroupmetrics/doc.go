@@ -26,5 +26,5 @@
 // Finding groups and the layout, writing limits and parsing every file it reports
 // (cgroup's readers: ReadInt, ReadLimit, ReadKeyed, ReadMemoryStat, ReadPSI) belong to
 // package cgroup; it imports nothing else of psiflow. Serving /metrics belongs to
-// internal/metrics.
+// package metrics.
 package cgroupmetrics

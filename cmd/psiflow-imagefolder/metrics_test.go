@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/psiflow/psiflow/internal/harness/protocol"
-	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/metrics"
 )
 
 func TestMetricsFlag(t *testing.T) {

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/metrics"
 )
 
 // serveMetrics serves g at http://addr/metrics until Close (see metrics.Serve).

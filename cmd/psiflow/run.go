@@ -14,8 +14,8 @@ import (
 
 	"github.com/psiflow/psiflow/flow"
 	"github.com/psiflow/psiflow/internal/bytesize"
-	"github.com/psiflow/psiflow/internal/metrics"
 	"github.com/psiflow/psiflow/memory"
+	"github.com/psiflow/psiflow/metrics"
 	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/progress"
 	"github.com/psiflow/psiflow/sink"

@@ -11,7 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/metrics"
 )
 
 // fam builds a family of one counter or gauge per label set.

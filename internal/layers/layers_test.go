@@ -74,7 +74,7 @@ var architecture = []layer{
 	}},
 	{"memory runtime", []component{
 		{"memory", []string{"memory/..."}},
-		{"metrics", []string{"internal/metrics"}},
+		{"metrics", []string{"metrics"}},
 	}},
 	{"pipeline engine", []component{
 		{"pipelines", []string{"pipelines"}},

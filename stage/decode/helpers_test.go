@@ -85,10 +85,25 @@ func writeFile(t testing.TB, dir, name string, data []byte) string {
 	return p
 }
 
+// goRoot is the Go distribution's root: build.Default.GOROOT, which a test
+// binary built with -trimpath (as make test builds them) does not know, else
+// what `go env GOROOT` says.
+func goRoot(t testing.TB) string {
+	t.Helper()
+	if r := build.Default.GOROOT; r != "" {
+		return r
+	}
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("the Go distribution's root: not in the binary (-trimpath) and go env GOROOT: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // goTestdata returns the path of a file in the Go distribution's image/testdata.
 func goTestdata(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join(build.Default.GOROOT, "src", "image", "testdata", name)
+	p := filepath.Join(goRoot(t), "src", "image", "testdata", name)
 	if _, err := os.Stat(p); err != nil {
 		t.Skipf("Go distribution test images not found (%v)", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"go/build"
 	"hash/crc32"
 	"image"
 	"image/color"
@@ -126,7 +125,7 @@ func progressiveJPEG(t testing.TB) []byte {
 func cmykJPEG(t testing.TB) []byte { return readTestdata(t, goTestdata(t, "video-001.cmyk.jpeg")) }
 
 func interlacedPNG(t testing.TB) []byte {
-	return readTestdata(t, filepath.Join(build.Default.GOROOT, "src", "image", "png", "testdata", "gray-gradient.interlaced.png"))
+	return readTestdata(t, filepath.Join(goRoot(t), "src", "image", "png", "testdata", "gray-gradient.interlaced.png"))
 }
 
 func TestInspect(t *testing.T) {

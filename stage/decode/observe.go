@@ -3,7 +3,7 @@ package decode
 import "time"
 
 // Observer is told of every image a decode stage processed, for metrics (package
-// internal/metrics implements it with Prometheus counters). ObserveDecode is called
+// package metrics implements it with Prometheus counters). ObserveDecode is called
 // from the stage's workers at once, so it must be cheap and safe for concurrent use.
 type Observer interface {
 	// ObserveDecode reports one image: its encoded size, the bytes of the tensor it

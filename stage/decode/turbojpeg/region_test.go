@@ -12,6 +12,7 @@ import (
 	"image/jpeg"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,9 +46,24 @@ func noisy(t testing.TB, w, h int, seed uint64) []byte {
 	return b.Bytes()
 }
 
+// goRoot is the Go distribution's root: build.Default.GOROOT, which a test
+// binary built with -trimpath (as make test builds them) does not know, else
+// what `go env GOROOT` says.
+func goRoot(t testing.TB) string {
+	t.Helper()
+	if r := build.Default.GOROOT; r != "" {
+		return r
+	}
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("the Go distribution's root: not in the binary (-trimpath) and go env GOROOT: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 func goImage(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(build.Default.GOROOT, "src", "image", "testdata", name))
+	b, err := os.ReadFile(filepath.Join(goRoot(t), "src", "image", "testdata", name))
 	if err != nil {
 		t.Skipf("Go distribution test images not found (%v)", err)
 	}

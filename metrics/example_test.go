@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/metrics"
 	"github.com/psiflow/psiflow/source"
 )
 

@@ -8,6 +8,12 @@
 // decode.StageConfig.Observer (pipelines.Hooks take all three), and calls
 // [Set.Serve] when -metrics is given. docs/METRICS.md lists every metric.
 //
+// It is public (it was internal/metrics until 2026-12-04) because a program of
+// your own, a pipeline built by hand with package flow, needs it to export what
+// psiflow's commands export: its exported names ([Set], [New], [Serve], [Reads],
+// [Decodes] and their methods) and the metric names docs/METRICS.md lists are
+// kept stable; a change to either is a breaking change.
+//
 // # What it does not own
 //
 // The metrics of a graph (package flow), of the pressure gate (package pressure), of UMA

@@ -27,7 +27,7 @@ import (
 	"github.com/psiflow/psiflow/cgroup"
 	"github.com/psiflow/psiflow/cgroup/cgroupmetrics"
 	"github.com/psiflow/psiflow/flow"
-	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/metrics"
 	"github.com/psiflow/psiflow/pipelines"
 	"github.com/psiflow/psiflow/pipelines/imagefolder"
 	"github.com/psiflow/psiflow/pipelines/progress"
@@ -36,7 +36,7 @@ import (
 )
 
 // repoRoot is the module root, where deploy/ lives.
-const repoRoot = "../.."
+const repoRoot = ".."
 
 // promServer is a Prometheus server started by a test.
 type promServer struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/psiflow/psiflow/internal/metrics"
+	"github.com/psiflow/psiflow/metrics"
 	"github.com/psiflow/psiflow/source"
 )
 
