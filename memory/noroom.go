@@ -166,16 +166,15 @@ type noRoomWatch struct {
 }
 
 // watchNoRoom reads the cgroup's memory every NoRoomEvery while paused and
-// leaves (noRoomLocked) when the others, growing at the rate of the last
-// 100 ms, leave the loader no room; it announces the event itself.
+// leaves (noRoomLocked) when the others, growing as othersTrend says, leave
+// the loader no room; it announces the event itself.
 func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemorySample, error)) {
 	t := time.NewTicker(NoRoomEvery)
 	defer t.Stop()
-	type point struct {
-		at     time.Time
-		others int64
+	trend := newOthersTrend(r.head.Config().PeakWindow)
+	if peak, ok := r.head.RecentPeak(); ok {
+		trend.seed(time.Now(), peak)
 	}
-	var hist []point // the last 100 ms or so
 	for {
 		select {
 		case <-ctx.Done():
@@ -186,16 +185,8 @@ func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemoryS
 		if err != nil {
 			continue
 		}
-		now := time.Now()
 		others := s.Others()
-		hist = append(hist, point{now, others})
-		for len(hist) > 2 && now.Sub(hist[1].at) >= 100*time.Millisecond {
-			hist = hist[1:]
-		}
-		growth := 0.0
-		if dt := now.Sub(hist[0].at).Seconds(); dt > 0 {
-			growth = float64(others-hist[0].others) / dt
-		}
+		growth := trend.add(time.Now(), others)
 		reserve := r.head.Last().Reserve
 		rep := pressure.HeadroomReport{MemorySample: s, Current: s.Limit - others - reserve, Reserve: reserve, Growth: growth}
 		r.applyMu.Lock()
@@ -209,4 +200,78 @@ func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemoryS
 			return
 		}
 	}
+}
+
+// othersTrend follows the others' readings of a paused loader's watch and says
+// how fast they grow, for the look ahead of the decision to leave. Only a rise
+// above the others' recent peak (their highest reading of the last window, the
+// headroom's samples before the pause included) counts: a trainer's step frees
+// its activations and allocates the next batch's within a few tens of
+// milliseconds, and the return to the height it held a moment ago, projected
+// ahead, looked like a ramp to the limit (the trainer grid at 85% of 2 GiB:
+// +72 MiB within 60 ms, projected to 1.2 GiB/s, left a loader that had room
+// while the others were 11 MiB below their height at the pause's start).
+type othersTrend struct {
+	window time.Duration // how long a reading counts toward the peak (negative: none)
+	hist   []trendPoint  // the last 100 ms or so: the growth
+	recent []trendPoint  // the last window: the peak
+}
+
+// trendPoint is one reading of the others.
+type trendPoint struct {
+	at     time.Time
+	others int64
+}
+
+// newOthersTrend returns a trend without readings whose peak counts the
+// readings of the last window (negative: only the previous reading).
+func newOthersTrend(window time.Duration) *othersTrend { return &othersTrend{window: window} }
+
+// seed counts peak, read at at, toward the recent peak (the headroom's
+// [pressure.Headroom.RecentPeak] at the watch's start).
+func (t *othersTrend) seed(at time.Time, peak int64) {
+	if t.window >= 0 {
+		t.recent = append(t.recent, trendPoint{at, peak})
+	}
+}
+
+// add takes one reading (in time order) and returns the others' growth to
+// project ahead, in bytes per second: 0 unless the reading is above their
+// recent peak (the previous reading at least); then the least of their
+// growth over the last 100 ms and their rise above that peak since the
+// previous reading. A steady ramp rises above its peak at every reading, at
+// its rate.
+func (t *othersTrend) add(at time.Time, others int64) float64 {
+	var prev trendPoint
+	hasPrev := len(t.hist) > 0
+	peak := int64(0)
+	if hasPrev {
+		prev = t.hist[len(t.hist)-1]
+		peak = prev.others
+	}
+	i := 0
+	for i < len(t.recent) && at.Sub(t.recent[i].at) > t.window {
+		i++
+	}
+	t.recent = append(t.recent[:0], t.recent[i:]...)
+	for _, p := range t.recent {
+		peak = max(peak, p.others)
+	}
+	t.hist = append(t.hist, trendPoint{at, others})
+	for len(t.hist) > 2 && at.Sub(t.hist[1].at) >= 100*time.Millisecond {
+		t.hist = t.hist[1:]
+	}
+	if t.window >= 0 {
+		t.recent = append(t.recent, trendPoint{at, others})
+	}
+	dt := at.Sub(prev.at).Seconds()
+	if !hasPrev || dt <= 0 || others <= peak {
+		return 0
+	}
+	rise := float64(others-peak) / dt
+	growth := 0.0
+	if d := at.Sub(t.hist[0].at).Seconds(); d > 0 {
+		growth = float64(others-t.hist[0].others) / d
+	}
+	return max(0, min(growth, rise))
 }
