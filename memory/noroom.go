@@ -61,6 +61,8 @@ type NoRoomError struct {
 	// milliseconds the decision looks ahead.
 	Growth float64
 	Ahead  int64
+	// Lookahead is how far ahead the growth was projected (see noRoomAhead).
+	Lookahead time.Duration
 	// Paused is how long the loader had been paused.
 	Paused time.Duration
 }
@@ -73,7 +75,7 @@ func (e *NoRoomError) Error() string {
 	r := e.Report
 	growing := ""
 	if e.Growth > 0 {
-		growing = fmt.Sprintf(" and grow by %s/s, %s within %v", bytesize.Human(int64(e.Growth)), bytesize.Human(e.Ahead), noRoomLookahead)
+		growing = fmt.Sprintf(" and grow by %s/s, %s within %v", bytesize.Human(int64(e.Growth)), bytesize.Human(e.Ahead), e.Lookahead)
 	}
 	return fmt.Sprintf("left after a pause of %v: the others in the cgroup (%s) hold %s of its limit of %s%s, which leaves %s, less than the paused loader's own %s (RssAnon + RssShmem after giving back what it could; RssFile %s) and the %s both processes' code needs: both cannot fit, and the OOM killer may choose the co-tenant, so the loader stops rather than be the reason it is killed (resources.no_room: stay stays paused)",
 		e.Paused.Round(time.Millisecond), r.Source, bytesize.Human(r.Others()), bytesize.Human(r.Limit), growing, bytesize.Human(e.Left()),
@@ -102,14 +104,27 @@ const NoRoomEvery = 20 * time.Millisecond
 // deciding to leave: the time to the next reading and to exit.
 const noRoomLookahead = 3 * NoRoomEvery
 
+// maxNoRoomLookahead bounds the look-ahead a late reading stretches.
+const maxNoRoomLookahead = 300 * time.Millisecond
+
+// noRoomAhead is the look-ahead for a reading that came gap after the one
+// before it: noRoomLookahead where the readings keep their NoRoomEvery pace,
+// three gaps where they come late (a loaded machine that delays the watch
+// delays the exit too: a reading 70 ms late let a co-tenant rising by 123
+// MiB/s take the last 8 MiB before the leaving loader had exited, and the
+// kernel OOM-killed it), at most maxNoRoomLookahead.
+func noRoomAhead(gap time.Duration) time.Duration {
+	return min(max(noRoomLookahead, 3*gap), maxNoRoomLookahead)
+}
+
 // noRoomLocked ends a paused run under [LeaveNoRoom] when the others alone
 // (rep.Others, what reclaim cannot take, plus their growth over
-// noRoomLookahead) leave the loader less than its own resident set and the
+// lookahead, noRoomAhead) leave the loader less than its own resident set and the
 // margin; it returns the event to announce. It projects only that little
 // ahead, not the headroom's lookahead: leaving cannot be undone, and a
 // second's projection overshoots the top of a ramp by the growth of a second.
 // Called with applyMu held, after shedPausedLocked.
-func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64) (pause.Event, bool) {
+func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64, lookahead time.Duration) (pause.Event, bool) {
 	if r.cfg.NoRoom == StayNoRoom || !rep.Limited || r.stopErr != nil || r.pc == nil || !r.pc.Paused() {
 		return pause.Event{}, false
 	}
@@ -120,11 +135,11 @@ func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64) (pau
 		own, file = min(own, o), f
 	}
 	margin := r.noRoomMargin(rep.Limit)
-	ahead := int64(max(0, growth) * noRoomLookahead.Seconds())
+	ahead := int64(max(0, growth) * lookahead.Seconds())
 	if rep.Limit-rep.Others()-ahead >= own+margin {
 		return pause.Event{}, false
 	}
-	err := &NoRoomError{Report: rep, Own: own, File: file, Margin: margin, Growth: max(0, growth), Ahead: ahead, Paused: r.pc.PausedFor(rep.At)}
+	err := &NoRoomError{Report: rep, Own: own, File: file, Margin: margin, Growth: max(0, growth), Ahead: ahead, Lookahead: lookahead, Paused: r.pc.PausedFor(rep.At)}
 	r.stopErr = err
 	r.stopNoRoomWatchLocked()
 	if r.stopRun != nil {
@@ -188,6 +203,10 @@ func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemoryS
 		}
 		now := time.Now()
 		others := s.Others()
+		lookahead := noRoomLookahead
+		if len(hist) > 0 {
+			lookahead = noRoomAhead(now.Sub(hist[len(hist)-1].at))
+		}
 		hist = append(hist, point{now, others})
 		for len(hist) > 2 && now.Sub(hist[1].at) >= 100*time.Millisecond {
 			hist = hist[1:]
@@ -199,7 +218,7 @@ func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemoryS
 		reserve := r.head.Last().Reserve
 		rep := pressure.HeadroomReport{MemorySample: s, Current: s.Limit - others - reserve, Reserve: reserve, Growth: growth}
 		r.applyMu.Lock()
-		ev, ok := r.noRoomLocked(rep, growth)
+		ev, ok := r.noRoomLocked(rep, growth, lookahead)
 		r.applyMu.Unlock()
 		if ok {
 			r.info("%s", ev.Message())

@@ -108,7 +108,7 @@ func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) []pause.Event {
 	}
 	if r.pc.Paused() {
 		r.shedPausedLocked()
-		if ev, ok := r.noRoomLocked(rep, rep.Growth); ok {
+		if ev, ok := r.noRoomLocked(rep, rep.Growth, noRoomLookahead); ok {
 			evs = append(evs, ev)
 		}
 	}
