@@ -61,6 +61,8 @@ type NoRoomError struct {
 	// milliseconds the decision looks ahead.
 	Growth float64
 	Ahead  int64
+	// Lookahead is how far ahead the growth was projected (see noRoomAhead).
+	Lookahead time.Duration
 	// Paused is how long the loader had been paused.
 	Paused time.Duration
 }
@@ -73,7 +75,7 @@ func (e *NoRoomError) Error() string {
 	r := e.Report
 	growing := ""
 	if e.Growth > 0 {
-		growing = fmt.Sprintf(" and grow by %s/s, %s within %v", bytesize.Human(int64(e.Growth)), bytesize.Human(e.Ahead), noRoomLookahead)
+		growing = fmt.Sprintf(" and grow by %s/s, %s within %v", bytesize.Human(int64(e.Growth)), bytesize.Human(e.Ahead), e.Lookahead)
 	}
 	return fmt.Sprintf("left after a pause of %v: the others in the cgroup (%s) hold %s of its limit of %s%s, which leaves %s, less than the paused loader's own %s (RssAnon + RssShmem after giving back what it could; RssFile %s) and the %s both processes' code needs: both cannot fit, and the OOM killer may choose the co-tenant, so the loader stops rather than be the reason it is killed (resources.no_room: stay stays paused)",
 		e.Paused.Round(time.Millisecond), r.Source, bytesize.Human(r.Others()), bytesize.Human(r.Limit), growing, bytesize.Human(e.Left()),
@@ -102,14 +104,27 @@ const NoRoomEvery = 20 * time.Millisecond
 // deciding to leave: the time to the next reading and to exit.
 const noRoomLookahead = 3 * NoRoomEvery
 
+// maxNoRoomLookahead bounds the look-ahead a late reading stretches.
+const maxNoRoomLookahead = 300 * time.Millisecond
+
+// noRoomAhead is the look-ahead for a reading that came gap after the one
+// before it: noRoomLookahead where the readings keep their NoRoomEvery pace,
+// three gaps where they come late (a loaded machine that delays the watch
+// delays the exit too: a reading 70 ms late let a co-tenant rising by 123
+// MiB/s take the last 8 MiB before the leaving loader had exited, and the
+// kernel OOM-killed it), at most maxNoRoomLookahead.
+func noRoomAhead(gap time.Duration) time.Duration {
+	return min(max(noRoomLookahead, 3*gap), maxNoRoomLookahead)
+}
+
 // noRoomLocked ends a paused run under [LeaveNoRoom] when the others alone
 // (rep.Others, what reclaim cannot take, plus their growth over
-// noRoomLookahead) leave the loader less than its own resident set and the
+// lookahead, noRoomAhead) leave the loader less than its own resident set and the
 // margin; it returns the event to announce. It projects only that little
 // ahead, not the headroom's lookahead: leaving cannot be undone, and a
 // second's projection overshoots the top of a ramp by the growth of a second.
 // Called with applyMu held, after shedPausedLocked.
-func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64) (pause.Event, bool) {
+func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64, lookahead time.Duration) (pause.Event, bool) {
 	if r.cfg.NoRoom == StayNoRoom || !rep.Limited || r.stopErr != nil || r.pc == nil || !r.pc.Paused() {
 		return pause.Event{}, false
 	}
@@ -120,11 +135,11 @@ func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64) (pau
 		own, file = min(own, o), f
 	}
 	margin := r.noRoomMargin(rep.Limit)
-	ahead := int64(max(0, growth) * noRoomLookahead.Seconds())
+	ahead := int64(max(0, growth) * lookahead.Seconds())
 	if rep.Limit-rep.Others()-ahead >= own+margin {
 		return pause.Event{}, false
 	}
-	err := &NoRoomError{Report: rep, Own: own, File: file, Margin: margin, Growth: max(0, growth), Ahead: ahead, Paused: r.pc.PausedFor(rep.At)}
+	err := &NoRoomError{Report: rep, Own: own, File: file, Margin: margin, Growth: max(0, growth), Ahead: ahead, Lookahead: lookahead, Paused: r.pc.PausedFor(rep.At)}
 	r.stopErr = err
 	r.stopNoRoomWatchLocked()
 	if r.stopRun != nil {
@@ -186,11 +201,16 @@ func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemoryS
 			continue
 		}
 		others := s.Others()
-		growth := trend.add(time.Now(), others)
+		now := time.Now()
+		lookahead := noRoomLookahead
+		if at, ok := trend.last(); ok {
+			lookahead = noRoomAhead(now.Sub(at))
+		}
+		growth := trend.add(now, others)
 		reserve := r.head.Last().Reserve
 		rep := pressure.HeadroomReport{MemorySample: s, Current: s.Limit - others - reserve, Reserve: reserve, Growth: growth}
 		r.applyMu.Lock()
-		ev, ok := r.noRoomLocked(rep, growth)
+		ev, ok := r.noRoomLocked(rep, growth, lookahead)
 		r.applyMu.Unlock()
 		if ok {
 			r.info("%s", ev.Message())
@@ -209,8 +229,9 @@ func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemoryS
 // its activations and allocates the next batch's within a few tens of
 // milliseconds, and the return to the height it held a moment ago, projected
 // ahead, looked like a ramp to the limit (the trainer grid at 85% of 2 GiB:
-// +72 MiB within 60 ms, projected to 1.2 GiB/s, left a loader that had room
-// while the others were 11 MiB below their height at the pause's start).
+// the others 11 MiB below their height at the pause's start but rising at
+// 1.2 GiB/s over the watch's first readings, 76 MiB within 60 ms, left a
+// loader that had 166 MiB for its own 37 MiB and the 64 MiB margin).
 type othersTrend struct {
 	window time.Duration // how long a reading counts toward the peak (negative: none)
 	hist   []trendPoint  // the last 100 ms or so: the growth
@@ -233,6 +254,14 @@ func (t *othersTrend) seed(at time.Time, peak int64) {
 	if t.window >= 0 {
 		t.recent = append(t.recent, trendPoint{at, peak})
 	}
+}
+
+// last returns when the latest reading was taken, false before the first.
+func (t *othersTrend) last() (time.Time, bool) {
+	if len(t.hist) == 0 {
+		return time.Time{}, false
+	}
+	return t.hist[len(t.hist)-1].at, true
 }
 
 // add takes one reading (in time order) and returns the others' growth to

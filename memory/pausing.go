@@ -110,7 +110,7 @@ func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) []pause.Event {
 		r.shedPausedLocked()
 		// Only the others' rise above their recent peak is looked ahead (see
 		// othersTrend): their smoothed growth alone counts a trainer's step.
-		if ev, ok := r.noRoomLocked(rep, min(rep.Growth, rep.Rise)); ok {
+		if ev, ok := r.noRoomLocked(rep, min(rep.Growth, rep.Rise), noRoomLookahead); ok {
 			evs = append(evs, ev)
 		}
 	}
