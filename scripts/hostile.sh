@@ -27,7 +27,8 @@ row() {
 		[ -n "$line" ] || line=$(grep -v -E '^\s*(-|Usage|[a-z]+ (string|value|int))' "$T/err" | grep -m1 .)
 	fi
 	[ -n "$line" ] || line=$(grep -m1 -E 'psiflow|fatal|oom|RSS|samples' "$T/out" "$T/err" | head -c 300 | tr '\n' ' ')
-	line=$(printf '%s' "$line" | cut -c1-200 | sed 's/|/\\|/g')
+	# T first, then the cut: a path cut short would escape the substitution
+	line=$(printf '%s' "$line" | sed "s|$T|T|g" | cut -c1-200 | sed 's/|/\\|/g')
 	printf '| %s | `%s` | %s | %s |\n' "$input" "$(printf '%s' "$*" | sed "s|$T|T|g" | cut -c1-90)" "$code" "$(printf '%s' "$line" | sed "s|$T|T|g")"
 }
 
