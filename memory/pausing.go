@@ -129,7 +129,9 @@ func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) []pause.Event {
 	}
 	if r.pc.Paused() {
 		r.shedPausedLocked()
-		if ev, ok := r.noRoomLocked(rep, rep.Growth); ok {
+		// Only the others' rise above their recent peak is looked ahead (see
+		// othersTrend): their smoothed growth alone counts a trainer's step.
+		if ev, ok := r.noRoomLocked(rep, min(rep.Growth, rep.Rise), noRoomLookahead); ok {
 			evs = append(evs, ev)
 		}
 	}

@@ -153,6 +153,29 @@ func (b *Build) OpenSink(open func() (sink.Sink, error)) (sink.Sink, error) {
 	return v.(sink.Sink), nil
 }
 
+// WhenReady runs f once the start-up checks passed: after the run's first
+// graph is built (its files listed, its rank's share found, every node made)
+// and Hooks.Ready returned, before anything runs. A sink that waits for its
+// consumer (the torch sink) makes its socket and accepts there, so that a run
+// that cannot start fails before anyone can connect to it, as psiflow serve
+// does. f's error, which names the node, ends the run.
+func (b *Build) WhenReady(f func() error) {
+	name := b.Name
+	for _, c := range b.Pipeline.Nodes() {
+		if c != nil && c.Name == b.Name {
+			name = fmt.Sprintf("%s %q (kind %s, %s)", c.Kind.Role, c.Name, c.Kind.Name, c.Pos)
+		}
+	}
+	b.run.mu.Lock()
+	defer b.run.mu.Unlock()
+	b.run.ready = append(b.run.ready, func() error {
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	})
+}
+
 // Deliver counts items samples and bytes payload bytes as accepted by the sink
 // (sinks call it for every element they accepted) and returns [ErrLimit] once
 // the file's limit is reached.

@@ -42,7 +42,7 @@ func sinkKinds() []Kind {
 		},
 		{
 			Name: "torch", Role: SinkRole, In: "batch",
-			Doc: "batches to a Python training loop (python/psiflow) through shared memory and a Unix socket; waits for the consumer before the first epoch",
+			Doc: "batches to a Python training loop (python/psiflow) through shared memory and a Unix socket; makes the socket and waits for the consumer once the start-up checks passed, before the first epoch",
 			Params: []Param{
 				StringParam("socket", "", "the Unix socket to listen on").Require(),
 				IntParam("slots", 0, 0, 1<<10, "batches outstanding in Python at once (the shared-memory ring's length); 0: sized from the first batch, as many as fit in 64 MiB, 2 to 4"),
@@ -110,23 +110,31 @@ func openArrow(_ *Build, cfg *Config) (sink.Sink, error) {
 	return sink.NewArrow(sink.ArrowConfig{Path: path, Socket: sock, Overwrite: cfg.Bool("overwrite")})
 }
 
-// openTorch listens on the socket and waits for the Python consumer, so that
-// nothing is read before someone takes the batches.
+// openTorch makes the torch sink; its socket is made, and the Python consumer
+// waited for, only once the start-up checks passed (Build.WhenReady), so that
+// nothing is read before someone takes the batches and nobody connects to a
+// run that is about to fail its checks.
 func openTorch(b *Build, cfg *Config) (sink.Sink, error) {
-	t, err := sink.NewTorch(sink.TorchConfig{Socket: cfg.String("socket"), Slots: int(cfg.Int("slots")), Keys: cfg.Bool("keys")})
+	sock := cfg.String("socket")
+	t, err := sink.NewTorch(sink.TorchConfig{Socket: sock, Slots: int(cfg.Int("slots")), Keys: cfg.Bool("keys"), ListenOnAccept: true})
 	if err != nil {
 		return nil, err
 	}
-	if n := cfg.Int("slots"); n > 0 {
-		b.Info("listening on %s (%d slots)", cfg.String("socket"), n)
-	} else {
-		b.Info("listening on %s (slots sized from the first batch: as many as fit in 64 MiB, 2 to 4)", cfg.String("socket"))
-	}
-	ctx, cancel := context.WithTimeout(b.Context(), cfg.Duration("accept_timeout"))
-	defer cancel()
-	if err := t.Accept(ctx); err != nil {
-		_ = t.Close(err)
-		return nil, fmt.Errorf("no consumer connected to %s within %v: %w", cfg.String("socket"), cfg.Duration("accept_timeout"), err)
-	}
+	b.WhenReady(func() error {
+		if err := t.Listen(); err != nil {
+			return err
+		}
+		if n := cfg.Int("slots"); n > 0 {
+			b.Info("listening on %s (%d slots)", sock, n)
+		} else {
+			b.Info("listening on %s (slots sized from the first batch: as many as fit in 64 MiB, 2 to 4)", sock)
+		}
+		ctx, cancel := context.WithTimeout(b.Context(), cfg.Duration("accept_timeout"))
+		defer cancel()
+		if err := t.Accept(ctx); err != nil {
+			return fmt.Errorf("no consumer connected to %s within %v: %w", sock, cfg.Duration("accept_timeout"), err)
+		}
+		return nil
+	})
 	return t, nil
 }

@@ -177,9 +177,20 @@ func Run(ctx context.Context, p *Pipeline, hooks Hooks) (sum progress.Summary, e
 		if err := build(g, p, epoch, rt, r); err != nil {
 			return fmt.Errorf("pipeline %s: %w", p.Name, err)
 		}
-		if epoch == 0 && repass == nil && hooks.Ready != nil {
-			if err := hooks.Ready(); err != nil {
-				return err
+		if epoch == 0 && repass == nil {
+			if hooks.Ready != nil {
+				if err := hooks.Ready(); err != nil {
+					return err
+				}
+			}
+			r.mu.Lock()
+			ready := r.ready
+			r.ready = nil
+			r.mu.Unlock()
+			for _, f := range ready {
+				if err := f(); err != nil {
+					return fmt.Errorf("pipeline %s: %w", p.Name, err)
+				}
 			}
 		}
 		if sh, ok := r.plans[epoch]; ok && hooks.Plan != nil && repass == nil {
@@ -289,6 +300,7 @@ type runState struct {
 	repass       []string             // the paths of a repass graph (reclaimed cache entries)
 	cache        *sampleCache         // nil: no cache
 	dest         tensor.Destination   // a sink that lends batch memory (the torch sink's slots); nil: none
+	ready        []func() error       // Build.WhenReady's, run once the start-up checks passed
 	at           []epochAt            // by epoch index: its number and start (Hooks.Next)
 }
 

@@ -35,8 +35,11 @@
 // a listed file is refused with an error wrapping [ErrNotRegular] that names
 // it, and never blocks the open. Reads stay cancellable: [Reader.Reap]
 // returns when its context ends, even with reads in flight (the io_uring
-// reader waits in the kernel in slices of 50 ms; pread reads in pieces of
-// 4 MiB), and Close cancels what is in flight (IORING_OP_ASYNC_CANCEL) and
+// reader waits in slices of 50 ms, parked in Go's network poller on an
+// eventfd the ring signals, and reaps the completions from the shared ring
+// without a system call, or, with [ReaderOptions.KernelWait] or before
+// Linux 5.8, blocked in io_uring_enter; pread reads in pieces of 4 MiB),
+// and Close cancels what is in flight (IORING_OP_ASYNC_CANCEL) and
 // waits until the kernel has let go of every buffer. [ReaderOptions.Faults]
 // is the readers' system-call seam for tests (package source/readfault
 // injects EIO, short reads, EINTR and files swapped for named pipes).

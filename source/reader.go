@@ -91,6 +91,11 @@ type ReaderOptions struct {
 	// with calls of their own even where the io_uring reader can chain them
 	// into one submission (see [Status.Chain]); for comparisons.
 	SeparateCalls bool
+	// KernelWait makes the io_uring reader wait for completions blocked in
+	// io_uring_enter, as it did before it waited on an eventfd in Go's
+	// network poller (the default where the kernel has IORING_REGISTER_EVENTFD
+	// and IORING_CQ_EVENTFD_DISABLED, Linux ≥ 5.8); for comparisons.
+	KernelWait bool
 }
 
 func (o *ReaderOptions) defaults() {

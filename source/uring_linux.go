@@ -58,6 +58,7 @@ const (
 type uringReader struct {
 	opts      ReaderOptions
 	ring      *uring.Ring
+	notify    *uring.Notifier // waits for completions in Go's poller; nil: in io_uring_enter
 	regions   []memRange
 	pending   []pendingRead
 	free      []uint32
@@ -81,11 +82,23 @@ func newURingReader(opts ReaderOptions) (Reader, error) {
 	if chains {
 		depth *= 2 // two entries per chained read
 	}
-	ring, err := uring.New(uint32(depth), uring.SetupClamp|uring.SetupCoopTaskrun)
+	// Waiting in the poller needs the kernel to run each completion's task
+	// work when it arrives (a signal to the submitting thread), not when that
+	// thread next enters the kernel (cooperative task running): a Go thread
+	// may sleep in the scheduler while its goroutine waits on another.
+	flags := uring.SetupClamp
+	if opts.KernelWait {
+		flags |= uring.SetupCoopTaskrun
+	}
+	ring, err := uring.New(uint32(depth), flags)
 	if err != nil {
 		return nil, fmt.Errorf("source: io_uring reader: %w", err)
 	}
 	r := &uringReader{opts: opts, ring: ring, pending: make([]pendingRead, opts.QueueDepth)}
+	if !opts.KernelWait {
+		// Without a notifier (Linux < 5.8) the reader waits in io_uring_enter.
+		r.notify, _ = ring.NewNotifier()
+	}
 	if sq, _ := ring.Entries(); chains && sq >= 2 {
 		r.chains = r.table() == nil
 	}
@@ -288,8 +301,11 @@ func (r *uringReader) fail(err error) error {
 // wait submits what is prepared and blocks until at least n completions are
 // moved to the backlog (or nothing is in flight), or ctx ends. It first
 // submits without waiting (cached reads complete inline) and reaps, and
-// blocks in the kernel only when that is not enough, in slices of
-// waitSlice so that a cancelled ctx is seen while reads are in flight.
+// waits only when that is not enough, in slices of waitSlice so that a
+// cancelled ctx is seen while reads are in flight: parked in Go's poller on
+// the ring's eventfd, the completions then reaped from the shared ring
+// without a system call, or, without a notifier or with
+// [ReaderOptions.KernelWait], blocked in io_uring_enter.
 func (r *uringReader) wait(ctx context.Context, n int) error {
 	for {
 		if _, err := r.ring.Submit(0); err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EBUSY) {
@@ -301,6 +317,20 @@ func (r *uringReader) wait(ctx context.Context, n int) error {
 		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
+		}
+		if r.notify != nil {
+			r.notify.Arm()
+			r.drain() // a completion posted before Arm signalled nothing
+			if len(r.backlog) >= n || r.inflight == 0 {
+				r.notify.Disarm()
+				return nil
+			}
+			err := r.notify.Wait(waitSlice)
+			r.notify.Disarm()
+			if err != nil && !errors.Is(err, uring.ErrTimeout) {
+				return r.fail(err)
+			}
+			continue
 		}
 		if _, err := r.ring.SubmitWait(1, waitSlice); err != nil {
 			if errors.Is(err, uring.ErrTimeout) || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EBUSY) {
@@ -414,6 +444,10 @@ func (r *uringReader) Close() error {
 	}
 	err := r.ring.Close()
 	r.ring = nil
+	if r.notify != nil {
+		err = errors.Join(err, r.notify.Close())
+		r.notify = nil
+	}
 	if err != nil {
 		return fmt.Errorf("source: closing io_uring reader: %w", err)
 	}

@@ -246,7 +246,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		fmt.Fprintf(os.Stderr, "bench: %-12s limit %-8s%s round %d: %-10s %s  p99 %-8v peak %4d MiB  OOM kills %d  wall %v%s%s\n",
 			r.Loader, harness.FormatBytes(r.Limit), cell, r.Round, r.Outcome, rate, r.P99.Round(time.Millisecond),
-			r.PeakBytes>>20, r.OOMKills, r.Wall.Round(100*time.Millisecond), coText, detailSuffix(r.Detail))
+			r.PeakBytes>>20, r.OOMKills, r.Wall.Round(100*time.Millisecond), coText, detailSuffix(r))
 	}
 	rep, runErr := harness.Compare(ctx, harness.Plan{Loaders: loaders, Limits: lims, Rounds: *rounds, Baseline: *baseline, Options: opts, Shares: shares, Shapes: shapes, CoTenant: co}, progress)
 	if rep == nil {
@@ -270,7 +270,7 @@ func unfinished(rep *harness.Report) error {
 	var bad []string
 	for _, r := range rep.Runs {
 		if r.Outcome != harness.Finished {
-			bad = append(bad, fmt.Sprintf("%s at %s round %d: %s", r.Loader, harness.FormatBytes(r.Limit), r.Round, r.Outcome))
+			bad = append(bad, fmt.Sprintf("%s at %s round %d: %s", r.Loader, harness.FormatBytes(r.Limit), r.Round, outcomeSaid(r)))
 		}
 	}
 	if len(bad) == 0 {
@@ -280,6 +280,20 @@ func unfinished(rep *harness.Report) error {
 		bad = append(bad[:5], fmt.Sprintf("and %d more", len(bad)-5))
 	}
 	return fmt.Errorf("%w: %d of %d runs: %s", errUnfinished, len(bad), len(rep.Runs), strings.Join(bad, "; "))
+}
+
+// outcomeSaid is a run's outcome with its exit status and what the loader said
+// about why it ended (a loader stopped below its floor names the limit and the
+// floor): "stopped (exit status 3): psiflow run: the memory limit of ...".
+func outcomeSaid(r harness.Result) string {
+	s := string(r.Outcome)
+	if r.ExitCode > 0 {
+		s += fmt.Sprintf(" (exit status %d)", r.ExitCode)
+	}
+	if r.Said != "" {
+		s += ": " + r.Said
+	}
+	return s
 }
 
 // writeBenchReport prints the Markdown table and writes the files asked for.
@@ -305,7 +319,20 @@ func writeBenchReport(stdout io.Writer, rep *harness.Report, mdOut, jsonOut, svg
 	return nil
 }
 
-func detailSuffix(d string) string {
+// detailSuffix says why run r did not finish: what the loader said, whole (a
+// stop below the floor names the limit, the floor and the way out), else the
+// first 200 bytes of the result's detail.
+func detailSuffix(r harness.Result) string {
+	if r.Outcome == harness.Finished {
+		return ""
+	}
+	if r.Said != "" {
+		if r.ExitCode > 0 {
+			return fmt.Sprintf("  (exit status %d: %s)", r.ExitCode, r.Said)
+		}
+		return "  (" + r.Said + ")"
+	}
+	d := r.Detail
 	if d == "" {
 		return ""
 	}

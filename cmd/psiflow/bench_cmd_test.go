@@ -261,3 +261,54 @@ func TestBenchRefusesUnwritableOutputFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchSaysWhyALoaderStopped: a loader that exits with status 3 (stopped
+// below its floor, or a pause that timed out) or fails is reported with what
+// it said, in the progress line and in bench's error, not as a bare
+// "stopped".
+func TestBenchSaysWhyALoaderStopped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		kerneltest.Skip(t, kerneltest.Cgroups, "creating cgroups needs root")
+	}
+	const floorMsg = "psiflow run: the memory limit of 24 MiB is too small for this loader: less the reserve of 8 MiB it leaves 16 MiB, less than the floor of 32.4 MiB of the loader; raise the limit to at least 44.6 MiB"
+	const pauseMsg = "stopped: paused below the floor for 10m0s (pause timeout): the cgroup left the loader 12 MiB"
+	tests := []struct {
+		name, script, want string
+	}{
+		{"below its floor, on stderr", "echo 'budget: 4 MiB' >&2\necho '" + floorMsg + "' >&2\nexit 3\n",
+			"stopped (exit status 3): " + floorMsg},
+		{"pause timeout, in the done event", "echo '{\"event\":\"batch\",\"n\":10,\"t\":1}'\necho '{\"event\":\"done\",\"samples\":10,\"t\":2,\"error\":\"" + pauseMsg + "\"}'\necho 'psiflow-imagefolder: something else' >&2\nexit 3\n",
+			"stopped (exit status 3): " + pauseMsg},
+		{"another failure", "echo 'psiflow run: source: empty dataset' >&2\nexit 1\n",
+			"failed (exit status 1): psiflow run: source: empty dataset"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			script := filepath.Join(t.TempDir(), "loader.sh")
+			if err := os.WriteFile(script, []byte("#!/bin/sh\n"+tt.script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			code := dispatch(context.Background(), &stdout, &stderr, []string{"bench", "-rounds", "1", "-warmup", "0", "-timeout", "30s", "--", "bad=" + script})
+			if code == 0 {
+				t.Fatalf("exit 0, want non-zero:\n%s%s", stdout.String(), stderr.String())
+			}
+			if want := "bad at none round 0: " + tt.want; !strings.Contains(stderr.String(), want) {
+				t.Errorf("bench's error lacks %q:\n%s", want, stderr.String())
+			}
+		})
+	}
+	// The progress line (on os.Stderr) carries the message whole, not cut at 200
+	// bytes as the detail is.
+	long := harness.Result{Outcome: harness.Stopped, ExitCode: 3, Said: floorMsg + strings.Repeat(" and more", 30),
+		Detail: "exit status 3; stderr: " + floorMsg + strings.Repeat(" and more", 30)}
+	if got, want := detailSuffix(long), "  (exit status 3: "+long.Said+")"; got != want {
+		t.Errorf("detailSuffix = %q, want %q", got, want)
+	}
+	if got := detailSuffix(harness.Result{Outcome: harness.TimedOut, ExitCode: -1, Detail: "did not finish within 30s"}); got != "  (did not finish within 30s)" {
+		t.Errorf("detailSuffix of a timeout = %q", got)
+	}
+	if got := detailSuffix(harness.Result{Outcome: harness.Finished}); got != "" {
+		t.Errorf("detailSuffix of a finished run = %q, want none", got)
+	}
+}

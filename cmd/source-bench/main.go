@@ -164,15 +164,19 @@ func smallCase(smallDir string, smallPaths []string) (caseReport, error) {
 		small = append(small,
 			contender{name: "psiflow Files io_uring chained, 2 rings qd32" + suffix, run: func() (int64, time.Duration, time.Duration, error) {
 				drop()
-				return readFiles(smallPaths, source.BackendURing, 2, 32, direct, false, false)
+				return readFiles(smallPaths, source.BackendURing, 2, 32, direct, false, false, false)
+			}},
+			contender{name: "psiflow Files io_uring kernel-wait chained, 2 rings qd32" + suffix, run: func() (int64, time.Duration, time.Duration, error) {
+				drop()
+				return readFiles(smallPaths, source.BackendURing, 2, 32, direct, false, false, true)
 			}},
 			contender{name: "psiflow Files io_uring separate, 2 rings qd32" + suffix, run: func() (int64, time.Duration, time.Duration, error) {
 				drop()
-				return readFiles(smallPaths, source.BackendURing, 2, 32, direct, false, true)
+				return readFiles(smallPaths, source.BackendURing, 2, 32, direct, false, true, false)
 			}},
 			contender{name: "psiflow Files pread, 8 workers" + suffix, run: func() (int64, time.Duration, time.Duration, error) {
 				drop()
-				return readFiles(smallPaths, source.BackendPread, 8, 1, direct, false, false)
+				return readFiles(smallPaths, source.BackendPread, 8, 1, direct, false, false, false)
 			}})
 		if *fioBin == "" {
 			continue
@@ -194,7 +198,7 @@ func cacheCase(big string, bigSize int64, smallPaths []string, smallBytes int64)
 	fmt.Println("## page cache (resident bytes of the dataset after / at most during a pass)")
 	for _, dropOn := range []bool{false, true} {
 		drop()
-		if _, _, _, err := readFiles(smallPaths, source.BackendURing, 2, 32, false, dropOn, false); err != nil {
+		if _, _, _, err := readFiles(smallPaths, source.BackendURing, 2, 32, false, dropOn, false, false); err != nil {
 			return err
 		}
 		fmt.Printf("small files, DropCache=%-5v: %6.1f MiB of %6.1f MiB resident after the pass\n", dropOn, float64(resident(smallPaths))/(1<<20), float64(smallBytes)/(1<<20))
@@ -231,11 +235,11 @@ func rotate(title string, cs []contender) ([]*result, error) {
 		}
 	}
 	fmt.Printf("## %s (%d rounds, median [min–max])\n", title, *rounds)
-	fmt.Printf("%-48s %22s %22s %6s %8s\n", "reader", "GB/s", "CPU s/GB", "cores", "GB/run")
+	fmt.Printf("%-58s %22s %22s %6s %8s\n", "reader", "GB/s", "CPU s/GB", "cores", "GB/run")
 	for _, r := range res {
 		m, lo, hi := med(r.gbps)
 		c, clo, chi := med(r.cpuGB)
-		fmt.Printf("%-48s %6.2f [%5.2f–%5.2f] %6.3f [%5.3f–%5.3f] %6.2f %8.3f\n", r.name, m, lo, hi, c, clo, chi, m*c, float64(r.bytes)/1e9)
+		fmt.Printf("%-58s %6.2f [%5.2f–%5.2f] %6.3f [%5.3f–%5.3f] %6.2f %8.3f\n", r.name, m, lo, hi, c, clo, chi, m*c, float64(r.bytes)/1e9)
 	}
 	fmt.Println()
 	return res, nil

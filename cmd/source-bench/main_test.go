@@ -42,7 +42,7 @@ func TestResidentAfterDatasetPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	dropCache(paths)
-	if _, _, _, err := readFiles(paths, "", 2, 8, false, false, false); err != nil {
+	if _, _, _, err := readFiles(paths, "", 2, 8, false, false, false, false); err != nil {
 		t.Fatal(err)
 	}
 	max := total + int64(len(paths))*4096
@@ -50,7 +50,7 @@ func TestResidentAfterDatasetPass(t *testing.T) {
 		t.Fatalf("resident %d after a pass over %d bytes (at most %d)", got, total, max)
 	}
 	dropCache(paths)
-	if _, _, _, err := readFiles(paths, "", 2, 8, false, true, false); err != nil {
+	if _, _, _, err := readFiles(paths, "", 2, 8, false, true, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := resident(paths); got != 0 {

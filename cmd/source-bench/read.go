@@ -122,10 +122,10 @@ func readShare(path string, backend source.Backend, pool *source.Pool, qd, bs in
 // readFiles reads every file once through the Files dataset. With io_uring
 // and separate false it fails unless every file was chained (open, read,
 // close in one submission), so the figure is that path's.
-func readFiles(paths []string, backend source.Backend, workers, qd int, direct, dropCache, separate bool) (total int64, wall, cpu time.Duration, err error) {
+func readFiles(paths []string, backend source.Backend, workers, qd int, direct, dropCache, separate, kernelWait bool) (total int64, wall, cpu time.Duration, err error) {
 	cpu0, t0 := cpuNow(unix.RUSAGE_SELF), time.Now()
 	it, err := source.NewFiles(paths).Samples(source.Options{WorldSize: 1, Workers: workers,
-		Reader: source.ReaderOptions{Backend: backend, QueueDepth: qd, Direct: direct, DropCache: dropCache, SeparateCalls: separate}})
+		Reader: source.ReaderOptions{Backend: backend, QueueDepth: qd, Direct: direct, DropCache: dropCache, SeparateCalls: separate, KernelWait: kernelWait}})
 	if err != nil {
 		return 0, 0, 0, err
 	}

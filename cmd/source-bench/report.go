@@ -96,7 +96,7 @@ func verdict(ok bool) string {
 // (CPU per GB, goal ≤ 0.7×), buffered and O_DIRECT.
 func chainedGoal(c caseReport) {
 	for _, mode := range []string{"", " O_DIRECT"} {
-		var chained, pread *result
+		var chained, pread, kernelWait *result
 		var fios []*result
 		for _, r := range c.res {
 			if strings.HasSuffix(r.name, "O_DIRECT") != (mode != "") {
@@ -105,6 +105,8 @@ func chainedGoal(c caseReport) {
 			switch {
 			case strings.Contains(r.name, "io_uring chained"):
 				chained = r
+			case strings.Contains(r.name, "io_uring kernel-wait chained"):
+				kernelWait = r
 			case strings.Contains(r.name, "pread") && !strings.HasPrefix(r.name, "fio"):
 				pread = r
 			case strings.HasPrefix(r.name, "fio"):
@@ -135,5 +137,21 @@ func chainedGoal(c caseReport) {
 		}
 		m, lo, hi := med(cpu)
 		fmt.Printf("%-20s chained %s: CPU per GB ÷ pread's of the same round %.2f× [%.2f–%.2f]: goal ≤ 0.7× %s\n", c.name, name, m, lo, hi, verdict(m <= 0.7))
+		if kernelWait != nil {
+			var kw, kwCPU []float64
+			for i := range chained.gbps {
+				kw = append(kw, chained.gbps[i]/kernelWait.gbps[i])
+				kwCPU = append(kwCPU, chained.cpuGB[i]/kernelWait.cpuGB[i])
+			}
+			m, lo, hi := med(kw)
+			cm, clo, chi := med(kwCPU)
+			kp := make([]float64, len(kernelWait.cpuGB))
+			for i := range kp {
+				kp[i] = kernelWait.cpuGB[i] / pread.cpuGB[i]
+			}
+			pm, plo, phi := med(kp)
+			fmt.Printf("%-20s chained %s, poller wait ÷ kernel wait, same round: throughput %.2f× [%.2f–%.2f], CPU per GB %.2f× [%.2f–%.2f]; kernel wait's CPU per GB ÷ pread's %.2f× [%.2f–%.2f]\n",
+				c.name, name, m, lo, hi, cm, clo, chi, pm, plo, phi)
+		}
 	}
 }

@@ -11,17 +11,18 @@ import (
 	"github.com/psiflow/psiflow/internal/harness/protocol"
 )
 
-// classify decides a run's outcome.
-func classify(timedOut, canceled bool, oomKills uint64, waitErr error, done *protocol.Event, timeout time.Duration, stderr string) (Outcome, string) {
+// classify decides a run's outcome; detail says more when the run did not
+// finish, and said is what the loader itself said ([Result.Said]).
+func classify(timedOut, canceled bool, oomKills uint64, waitErr error, done *protocol.Event, timeout time.Duration, stderr string) (out Outcome, detail, said string) {
 	switch {
 	case timedOut:
-		return TimedOut, fmt.Sprintf("did not finish within %v; the group was killed", timeout)
+		return TimedOut, fmt.Sprintf("did not finish within %v; the group was killed", timeout), ""
 	case canceled:
-		return Failed, "canceled; the group was killed"
+		return Failed, "canceled; the group was killed", ""
 	}
 	clean := waitErr == nil && done != nil && done.Error == ""
 	if clean {
-		return Finished, ""
+		return Finished, "", ""
 	}
 	var why []string
 	if waitErr != nil {
@@ -32,17 +33,21 @@ func classify(timedOut, canceled bool, oomKills uint64, waitErr error, done *pro
 		why = append(why, "no done event")
 	case done.Error != "":
 		why = append(why, "loader error: "+done.Error)
+		said = done.Error
 	}
 	if last := lastLine(stderr); last != "" {
 		why = append(why, "stderr: "+last)
+		if said == "" {
+			said = last
+		}
 	}
 	if oomKills > 0 {
-		return OOMKilled, fmt.Sprintf("%d OOM kills; %s", oomKills, strings.Join(why, "; "))
+		return OOMKilled, fmt.Sprintf("%d OOM kills; %s", oomKills, strings.Join(why, "; ")), said
 	}
 	if exitCode(waitErr) == protocol.ExitBelowFloor {
-		return Stopped, strings.Join(why, "; ")
+		return Stopped, strings.Join(why, "; "), said
 	}
-	return Failed, strings.Join(why, "; ")
+	return Failed, strings.Join(why, "; "), said
 }
 
 func exitCode(err error) int {

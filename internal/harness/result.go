@@ -50,6 +50,11 @@ type Result struct {
 	// status, the done event's error, the last line of standard error).
 	Outcome Outcome `json:"outcome"`
 	Detail  string  `json:"detail,omitempty"`
+	// Said is what the loader said about why it did not finish: its done event's
+	// error, else the last line of its standard error ("" when it finished or said
+	// nothing). A loader that stopped below its floor names the limit and the
+	// floor there.
+	Said string `json:"said,omitempty"`
 	// ExitCode is the loader's exit status, or -1 when it was killed by a signal.
 	ExitCode int `json:"exit_code"`
 	// Metrics are computed from the batch events (see [Measure]).

@@ -207,7 +207,7 @@ func (res *Result) fromLog(lg *loaderLog, o Options, timeline []Point, co *coPro
 	if res.TrainerOOMKilled {
 		kills = res.OOMKills
 	}
-	res.Outcome, res.Detail = classify(end.timedOut, end.ctxErr != nil, kills, end.waitErr, done, o.Timeout, res.StderrTail)
+	res.Outcome, res.Detail, res.Said = classify(end.timedOut, end.ctxErr != nil, kills, end.waitErr, done, o.Timeout, res.StderrTail)
 	res.Pauses, res.Paused = Pauses(lg.events)
 	res.Keys = CheckKeys(lg.events, res.Outcome == Finished)
 	if len(lg.perrs) > 0 {

@@ -4,7 +4,10 @@
 // ring, completion ring, submission entries), preparing READ, READ_FIXED, READV,
 // ASYNC_CANCEL and NOP entries, batched submission and completion reaping
 // through io_uring_enter (with a timeout, [Ring.SubmitWait], so a waiter can
-// look at its context), registration of buffers and files, and the opcode probe.
+// look at its context), a completion eventfd waited on in Go's network
+// poller ([Notifier]: the waiting goroutine parks instead of blocking a
+// thread in the kernel), registration of buffers and files, and the opcode
+// probe.
 //
 // It does not own policy: which backend to use, fallback to pread, buffer
 // pools, retries of short reads or admission control live in package source.

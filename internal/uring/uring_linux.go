@@ -144,6 +144,7 @@ type Ring struct {
 	sqeTail                 uint32 // local tail: prepared, not yet published
 
 	cqHead, cqTail *uint32
+	cqFlags        *uint32 // nil when the kernel has no completion flags (Linux < 5.8)
 	cqMask         uint32
 	cqes           unsafe.Pointer
 	cqEntries      uint32
@@ -225,6 +226,9 @@ func (r *Ring) mapRings(p *params) error {
 	r.sqeTail = atomic.LoadUint32(r.sqTail)
 	r.cqHead = (*uint32)(unsafe.Add(cq, p.cqOff.head))
 	r.cqTail = (*uint32)(unsafe.Add(cq, p.cqOff.tail))
+	if p.cqOff.flags != 0 {
+		r.cqFlags = (*uint32)(unsafe.Add(cq, p.cqOff.flags))
+	}
 	r.cqMask = *(*uint32)(unsafe.Add(cq, p.cqOff.ringMask))
 	r.cqEntries = *(*uint32)(unsafe.Add(cq, p.cqOff.ringEntries))
 	r.cqes = unsafe.Add(cq, p.cqOff.cqes)
