@@ -38,6 +38,8 @@ type pauseState struct {
 	shedInUse    int64     // the budget in use at the last round
 	lastInUse    int64     // ... and at the drain watch's last look
 	allocs       uint64    // the Go heap's allocations in all at the last round
+	startInUse   int64     // the budget in use at the pause's first round
+	drained      bool      // the drain watch saw the bytes in flight stop falling
 	textReleased bool      // the program text was released in this pause
 	textUnlocked bool      // ... and stays unlocked until the resume
 }
@@ -198,6 +200,7 @@ func (r *Runtime) shedNowLocked() {
 	defer r.quietShed.Store(false)
 	r.paused.shedInUse, r.paused.lastInUse, r.paused.allocs = inUse, inUse, allocs
 	if r.paused.lastShed.IsZero() {
+		r.paused.startInUse = inUse
 		// A collection first, so that the one in freeHeap frees what the
 		// first moved out of sync.Pools (decode scratch, batch tensors).
 		runtime.GC()
@@ -248,9 +251,10 @@ func (r *Runtime) stopDrainWatchLocked() {
 // decoded and delivered, as soon as what they held is free instead of at the
 // next headroom sample: every pauseDrainEvery it looks at the budget in use
 // (the bytes in flight) and sheds (shedNowLocked) when it fell by
-// pauseDrainStep since the last round, or fell at all and then stopped
-// falling (the drain is done: then the program text the drain faulted in is
-// released again too, if it grew by textRegrowth).
+// pauseDrainStep since the last round, and once more when they stopped
+// falling below what was in flight at the pause (the drain is done: then the
+// program text the drain faulted in is released again too, if it grew by
+// textRegrowth).
 func (r *Runtime) watchDrain(ctx context.Context) {
 	t := time.NewTicker(pauseDrainEvery)
 	defer t.Stop()
@@ -267,20 +271,19 @@ func (r *Runtime) watchDrain(ctx context.Context) {
 		}
 		p := &r.paused
 		now := r.budget.InUse()
-		fell := p.shedInUse - now
 		switch {
 		case p.lastShed.IsZero():
-			p.lastInUse = now
-		case fell >= pauseDrainStep:
+		case now <= p.shedInUse-pauseDrainStep:
 			r.shedNowLocked()
-		case fell > 0 && now == p.lastInUse:
+		case now == p.lastInUse && now < p.startInUse && !p.drained:
 			// The drain is done: what it ran of the program's code is
 			// dropped again if it grew by textRegrowth (releaseTextLocked).
-			p.textReleased = false
+			p.drained, p.textReleased = true, false
 			r.shedNowLocked()
-		default:
-			p.lastInUse = now
+		case now > p.lastInUse:
+			p.drained = false
 		}
+		p.lastInUse = now
 		r.applyMu.Unlock()
 	}
 }
