@@ -61,7 +61,7 @@ type NoRoomError struct {
 	// milliseconds the decision looks ahead.
 	Growth float64
 	Ahead  int64
-	// Lookahead is how far ahead the growth was projected (see noRoomAhead).
+	// Lookahead is how far ahead the growth was projected (noRoomLookahead).
 	Lookahead time.Duration
 	// Paused is how long the loader had been paused.
 	Paused time.Duration
@@ -104,22 +104,9 @@ const NoRoomEvery = 20 * time.Millisecond
 // deciding to leave: the time to the next reading and to exit.
 const noRoomLookahead = 3 * NoRoomEvery
 
-// maxNoRoomLookahead bounds the look-ahead a late reading stretches.
-const maxNoRoomLookahead = 300 * time.Millisecond
-
-// noRoomAhead is the look-ahead for a reading that came gap after the one
-// before it: noRoomLookahead where the readings keep their NoRoomEvery pace,
-// three gaps where they come late (a loaded machine that delays the watch
-// delays the exit too: a reading 70 ms late let a co-tenant rising by 123
-// MiB/s take the last 8 MiB before the leaving loader had exited, and the
-// kernel OOM-killed it), at most maxNoRoomLookahead.
-func noRoomAhead(gap time.Duration) time.Duration {
-	return min(max(noRoomLookahead, 3*gap), maxNoRoomLookahead)
-}
-
 // noRoomLocked ends a paused run under [LeaveNoRoom] when the others alone
 // (rep.Others, what reclaim cannot take, plus their growth over
-// lookahead, noRoomAhead) leave the loader less than its own resident set and the
+// noRoomLookahead) leave the loader less than its own resident set and the
 // margin; it returns the event to announce. It projects only that little
 // ahead, not the headroom's lookahead: leaving cannot be undone, and a
 // second's projection overshoots the top of a ramp by the growth of a second.
@@ -202,15 +189,11 @@ func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemoryS
 		}
 		others := s.Others()
 		now := time.Now()
-		lookahead := noRoomLookahead
-		if at, ok := trend.last(); ok {
-			lookahead = noRoomAhead(now.Sub(at))
-		}
 		growth := trend.add(now, others)
 		reserve := r.head.Last().Reserve
 		rep := pressure.HeadroomReport{MemorySample: s, Current: s.Limit - others - reserve, Reserve: reserve, Growth: growth}
 		r.applyMu.Lock()
-		ev, ok := r.noRoomLocked(rep, growth, lookahead)
+		ev, ok := r.noRoomLocked(rep, growth, noRoomLookahead)
 		r.applyMu.Unlock()
 		if ok {
 			r.info("%s", ev.Message())
@@ -254,14 +237,6 @@ func (t *othersTrend) seed(at time.Time, peak int64) {
 	if t.window >= 0 {
 		t.recent = append(t.recent, trendPoint{at, peak})
 	}
-}
-
-// last returns when the latest reading was taken, false before the first.
-func (t *othersTrend) last() (time.Time, bool) {
-	if len(t.hist) == 0 {
-		return time.Time{}, false
-	}
-	return t.hist[len(t.hist)-1].at, true
 }
 
 // add takes one reading (in time order) and returns the others' growth to

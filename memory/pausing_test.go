@@ -745,21 +745,3 @@ func TestPauseShedsAsTheDrainEnds(t *testing.T) {
 		})
 	}
 }
-
-// TestNoRoomAhead: the leave decision looks ahead 60 ms while the watch keeps
-// its pace, three gaps when its readings come late, never more than 300 ms.
-func TestNoRoomAhead(t *testing.T) {
-	for _, tt := range []struct {
-		gap, want time.Duration
-	}{
-		{0, noRoomLookahead},
-		{NoRoomEvery, noRoomLookahead},
-		{25 * time.Millisecond, 75 * time.Millisecond},
-		{70 * time.Millisecond, 210 * time.Millisecond},
-		{time.Second, maxNoRoomLookahead},
-	} {
-		if got := noRoomAhead(tt.gap); got != tt.want {
-			t.Errorf("noRoomAhead(%v) = %v, want %v", tt.gap, got, tt.want)
-		}
-	}
-}
