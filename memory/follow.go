@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"time"
 
 	"github.com/psiflow/psiflow/internal/cheap"
@@ -80,20 +81,39 @@ func (r *Runtime) applyBudget() {
 		return
 	}
 	goal := r.headGoal.Load()
-	if r.Level() >= pressure.LevelFull || r.Paused() {
+	paused := r.Paused()
+	if r.Level() >= pressure.LevelFull || paused {
 		goal = r.cfg.BudgetFloor
 	}
+	// A paused loader's reads wait at the pause gate, before they take any
+	// budget: the budget then only holds up the decoding of the reads in
+	// flight at the pause (each image's decoded bytes are reserved before the
+	// encoded ones are given back), one 50 ms overdraft at a time, while their
+	// buffers stay resident. It is opened to its largest while paused, so the
+	// drain runs at the speed of decoding; the Go heap's limit stays at the
+	// floor's.
+	limit := goal
+	if paused {
+		limit = max(goal, r.cfg.MaxBudget)
+	}
 	before := r.budget.Limit()
-	if goal != before {
-		_ = r.budget.SetLimit(goal) // goal > 0: the floors are validated positive
-		r.m.budget.Set(float64(goal))
-		if goal < before && r.Level() >= pressure.LevelFull {
-			r.m.ran(ActionBudget, before-goal)
+	if limit != before {
+		_ = r.budget.SetLimit(limit) // limit > 0: the floors are validated positive
+		r.m.budget.Set(float64(limit))
+		if limit < before && r.Level() >= pressure.LevelFull {
+			r.m.ran(ActionBudget, before-limit)
 		}
 	}
 	if r.cfg.Mode == Elastic && r.cfg.Process.GoMemoryLimit {
 		lim := goHeapBase + goal
-		if f := r.goFit.Load(); f > 0 {
+		// Not while paused: the allowance a pause leaves is below what the
+		// paused loader's heap holds live (its partial batch), and a limit
+		// below the live heap makes the Go runtime collect every few
+		// milliseconds (measured at 90% of 256 MiB: a collection each 2-5 ms
+		// through the pause), which takes the CPU the drain needs and walks
+		// every stack, faulting the unlocked program text back in. The pause
+		// gives back what is free itself (shedPausedLocked).
+		if f := r.goFit.Load(); f > 0 && !paused {
 			lim = min(lim, f)
 		}
 		prev := debug.SetMemoryLimit(lim)
@@ -156,11 +176,26 @@ func (r *Runtime) trimCHeap() {
 // freeHeap runs debug.FreeOSMemory and counts it under ActionGoHeap with the bytes
 // the heap released.
 func (r *Runtime) freeHeap() {
+	if r.quietShed.Load() {
+		r.m.ran(ActionGoHeap, 0) // a settled pause: nothing to collect
+		return
+	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	debug.FreeOSMemory()
 	runtime.ReadMemStats(&after)
 	r.m.ran(ActionGoHeap, max(0, int64(after.HeapReleased)-int64(before.HeapReleased)))
+}
+
+// heapAllocs returns the bytes the Go heap allocated since the program
+// started (runtime/metrics: no stop of the world).
+func heapAllocs() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // OnShed registers a further shed action, run at Critical and counted under action

@@ -61,7 +61,7 @@ type NoRoomError struct {
 	// milliseconds the decision looks ahead.
 	Growth float64
 	Ahead  int64
-	// Lookahead is how far ahead the growth was projected (see noRoomAhead).
+	// Lookahead is how far ahead the growth was projected (noRoomLookahead).
 	Lookahead time.Duration
 	// Paused is how long the loader had been paused.
 	Paused time.Duration
@@ -104,22 +104,9 @@ const NoRoomEvery = 20 * time.Millisecond
 // deciding to leave: the time to the next reading and to exit.
 const noRoomLookahead = 3 * NoRoomEvery
 
-// maxNoRoomLookahead bounds the look-ahead a late reading stretches.
-const maxNoRoomLookahead = 300 * time.Millisecond
-
-// noRoomAhead is the look-ahead for a reading that came gap after the one
-// before it: noRoomLookahead where the readings keep their NoRoomEvery pace,
-// three gaps where they come late (a loaded machine that delays the watch
-// delays the exit too: a reading 70 ms late let a co-tenant rising by 123
-// MiB/s take the last 8 MiB before the leaving loader had exited, and the
-// kernel OOM-killed it), at most maxNoRoomLookahead.
-func noRoomAhead(gap time.Duration) time.Duration {
-	return min(max(noRoomLookahead, 3*gap), maxNoRoomLookahead)
-}
-
 // noRoomLocked ends a paused run under [LeaveNoRoom] when the others alone
 // (rep.Others, what reclaim cannot take, plus their growth over
-// lookahead, noRoomAhead) leave the loader less than its own resident set and the
+// noRoomLookahead) leave the loader less than its own resident set and the
 // margin; it returns the event to announce. It projects only that little
 // ahead, not the headroom's lookahead: leaving cannot be undone, and a
 // second's projection overshoots the top of a ramp by the growth of a second.
@@ -181,16 +168,15 @@ type noRoomWatch struct {
 }
 
 // watchNoRoom reads the cgroup's memory every NoRoomEvery while paused and
-// leaves (noRoomLocked) when the others, growing at the rate of the last
-// 100 ms, leave the loader no room; it announces the event itself.
+// leaves (noRoomLocked) when the others, growing as othersTrend says, leave
+// the loader no room; it announces the event itself.
 func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemorySample, error)) {
 	t := time.NewTicker(NoRoomEvery)
 	defer t.Stop()
-	type point struct {
-		at     time.Time
-		others int64
+	trend := newOthersTrend(r.head.Config().PeakWindow)
+	if peak, ok := r.head.RecentPeak(); ok {
+		trend.seed(time.Now(), peak)
 	}
-	var hist []point // the last 100 ms or so
 	for {
 		select {
 		case <-ctx.Done():
@@ -201,24 +187,13 @@ func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemoryS
 		if err != nil {
 			continue
 		}
-		now := time.Now()
 		others := s.Others()
-		lookahead := noRoomLookahead
-		if len(hist) > 0 {
-			lookahead = noRoomAhead(now.Sub(hist[len(hist)-1].at))
-		}
-		hist = append(hist, point{now, others})
-		for len(hist) > 2 && now.Sub(hist[1].at) >= 100*time.Millisecond {
-			hist = hist[1:]
-		}
-		growth := 0.0
-		if dt := now.Sub(hist[0].at).Seconds(); dt > 0 {
-			growth = float64(others-hist[0].others) / dt
-		}
+		now := time.Now()
+		growth := trend.add(now, others)
 		reserve := r.head.Last().Reserve
 		rep := pressure.HeadroomReport{MemorySample: s, Current: s.Limit - others - reserve, Reserve: reserve, Growth: growth}
 		r.applyMu.Lock()
-		ev, ok := r.noRoomLocked(rep, growth, lookahead)
+		ev, ok := r.noRoomLocked(rep, growth, noRoomLookahead)
 		r.applyMu.Unlock()
 		if ok {
 			r.info("%s", ev.Message())
@@ -228,4 +203,79 @@ func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemoryS
 			return
 		}
 	}
+}
+
+// othersTrend follows the others' readings of a paused loader's watch and says
+// how fast they grow, for the look ahead of the decision to leave. Only a rise
+// above the others' recent peak (their highest reading of the last window, the
+// headroom's samples before the pause included) counts: a trainer's step frees
+// its activations and allocates the next batch's within a few tens of
+// milliseconds, and the return to the height it held a moment ago, projected
+// ahead, looked like a ramp to the limit (the trainer grid at 85% of 2 GiB:
+// the others 11 MiB below their height at the pause's start but rising at
+// 1.2 GiB/s over the watch's first readings, 76 MiB within 60 ms, left a
+// loader that had 166 MiB for its own 37 MiB and the 64 MiB margin).
+type othersTrend struct {
+	window time.Duration // how long a reading counts toward the peak (negative: none)
+	hist   []trendPoint  // the last 100 ms or so: the growth
+	recent []trendPoint  // the last window: the peak
+}
+
+// trendPoint is one reading of the others.
+type trendPoint struct {
+	at     time.Time
+	others int64
+}
+
+// newOthersTrend returns a trend without readings whose peak counts the
+// readings of the last window (negative: only the previous reading).
+func newOthersTrend(window time.Duration) *othersTrend { return &othersTrend{window: window} }
+
+// seed counts peak, read at at, toward the recent peak (the headroom's
+// [pressure.Headroom.RecentPeak] at the watch's start).
+func (t *othersTrend) seed(at time.Time, peak int64) {
+	if t.window >= 0 {
+		t.recent = append(t.recent, trendPoint{at, peak})
+	}
+}
+
+// add takes one reading (in time order) and returns the others' growth to
+// project ahead, in bytes per second: 0 unless the reading is above their
+// recent peak (the previous reading at least); then the least of their
+// growth over the last 100 ms and their rise above that peak since the
+// previous reading. A steady ramp rises above its peak at every reading, at
+// its rate.
+func (t *othersTrend) add(at time.Time, others int64) float64 {
+	var prev trendPoint
+	hasPrev := len(t.hist) > 0
+	peak := int64(0)
+	if hasPrev {
+		prev = t.hist[len(t.hist)-1]
+		peak = prev.others
+	}
+	i := 0
+	for i < len(t.recent) && at.Sub(t.recent[i].at) > t.window {
+		i++
+	}
+	t.recent = append(t.recent[:0], t.recent[i:]...)
+	for _, p := range t.recent {
+		peak = max(peak, p.others)
+	}
+	t.hist = append(t.hist, trendPoint{at, others})
+	for len(t.hist) > 2 && at.Sub(t.hist[1].at) >= 100*time.Millisecond {
+		t.hist = t.hist[1:]
+	}
+	if t.window >= 0 {
+		t.recent = append(t.recent, trendPoint{at, others})
+	}
+	dt := at.Sub(prev.at).Seconds()
+	if !hasPrev || dt <= 0 || others <= peak {
+		return 0
+	}
+	rise := float64(others-peak) / dt
+	growth := 0.0
+	if d := at.Sub(t.hist[0].at).Seconds(); d > 0 {
+		growth = float64(others-t.hist[0].others) / d
+	}
+	return max(0, min(growth, rise))
 }

@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,8 +121,11 @@ func TestRuntimePausesBelowFloor(t *testing.T) {
 	if e := emitted.Load(); e >= n {
 		t.Fatalf("all %d items emitted through a paused gate", e)
 	}
-	if rt.Budget().Limit() != 16*mib || rt.Workers().Limit() != 1 {
-		t.Errorf("paused: budget %d, workers %d; want the budget floor and one worker", rt.Budget().Limit(), rt.Workers().Limit())
+	// The budget is opened to its largest while paused (the reads wait at
+	// the gate, before they take budget; what is in flight drains at once),
+	// and the source still waits: the gate holds it, not the budget.
+	if rt.Budget().Limit() != 64*mib || rt.Workers().Limit() != 1 {
+		t.Errorf("paused: budget %d, workers %d; want the largest budget and one worker", rt.Budget().Limit(), rt.Workers().Limit())
 	}
 	if v := testutil.ToFloat64(rt.m.below); v != 1 {
 		t.Errorf("psiflow_elastic_below_floor = %v while paused, want 1", v)
@@ -651,20 +656,92 @@ func TestRuntimeLeavesBetweenHeadroomSamples(t *testing.T) {
 	}
 }
 
-// TestNoRoomAhead: the leave decision looks ahead 60 ms while the watch keeps
-// its pace, three gaps when its readings come late, never more than 300 ms.
-func TestNoRoomAhead(t *testing.T) {
-	for _, tt := range []struct {
-		gap, want time.Duration
+// TestPauseShedsAsTheDrainEnds: the reads in flight at a pause (their budget
+// taken, their buffers leased and resident) are decoded and delivered while
+// the loader is paused; what they held goes back to the kernel as soon as they
+// are, without waiting for another headroom report (none comes in this test:
+// only the drain watch can give it back). While paused, the budget is open to
+// its largest, so a decode's reservation is granted at once, not after a
+// 50 ms overdraft wait, and the Go memory limit stays at the floor's (the
+// allowance's would be below the live heap). Asserted on the budget, the Go
+// memory limit and on RssAnon from
+// /proc/self/status, which must fall by at least three quarters of the
+// buffers' bytes.
+func TestPauseShedsAsTheDrainEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		size  int // bytes per read buffer
+		reads int
 	}{
-		{0, noRoomLookahead},
-		{NoRoomEvery, noRoomLookahead},
-		{25 * time.Millisecond, 75 * time.Millisecond},
-		{70 * time.Millisecond, 210 * time.Millisecond},
-		{time.Second, maxNoRoomLookahead},
+		{"24 reads of 1 MiB", 1 << 20, 24},
+		{"96 reads of 256 KiB", 256 << 10, 96},
 	} {
-		if got := noRoomAhead(tt.gap); got != tt.want {
-			t.Errorf("noRoomAhead(%v) = %v, want %v", tt.gap, got, tt.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &pauseRecorder{}
+			mem := &fakeMemory{at: time.Unix(1000, 0)}
+			rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2,
+				Registerer: prometheus.NewRegistry(), NoRoom: StayNoRoom, Process: ProcessActions{GoMemoryLimit: true},
+				Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, Info: rec.info, OnPause: rec.onPause})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			if rt.rb == nil {
+				t.Skipf("no UMA read buffers here: %q", rec.infos)
+			}
+			if residentAnon() == 0 {
+				t.Skip("/proc/self/status has no RssAnon here")
+			}
+			ctx := context.Background()
+			total := int64(tc.size * tc.reads)
+			if err := rt.Budget().Acquire(ctx, total); err != nil {
+				t.Fatal(err)
+			}
+			rt.rb.SetPressure(true) // to the spill pool, whose chunks can go back
+			var bufs []interface{ Release() }
+			for range tc.reads {
+				b, err := rt.rb.Alloc(ctx, tc.size)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range b.Bytes() {
+					b.Bytes()[i] = 1 // resident
+				}
+				bufs = append(bufs, b)
+			}
+			held, samples := residentAnon(), mem.samples()
+			at := mem.advance(10 * time.Second)
+			rt.applyHeadroom(pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: at, Limit: 256 * mib, Limited: true},
+				Current: mib, Allowance: mib, Reserve: 16 * mib})
+			if !rt.Paused() {
+				t.Fatal("not paused")
+			}
+			if got := rt.Budget().Limit(); got != 64*mib {
+				t.Errorf("paused with %s in flight: budget %s, want the largest, 64 MiB", bytesize.Human(total), bytesize.Human(got))
+			}
+			// The 1 MiB allowance would put the Go memory limit below the
+			// live heap (a collection every few milliseconds): while paused
+			// it stays at the floor's.
+			if lim := debug.SetMemoryLimit(-1); lim < goHeapBase+16*mib {
+				t.Errorf("paused: Go memory limit %s, want at least %s (the floor's)", bytesize.Human(lim), bytesize.Human(goHeapBase+16*mib))
+			}
+			if !rt.Budget().TryAcquire(4 * mib) {
+				t.Errorf("paused with %s in flight: a decode's 4 MiB reservation was refused", bytesize.Human(total))
+			} else {
+				rt.Budget().Release(4 * mib)
+			}
+			// The drain: every read decoded and delivered.
+			for _, b := range bufs {
+				b.Release()
+			}
+			rt.Budget().Release(total)
+			want := held - total*3/4
+			waitFor(t, fmt.Sprintf("RssAnon at or below %s (%s with the reads in flight)", bytesize.Human(want), bytesize.Human(held)), func() bool {
+				return residentAnon() <= want
+			})
+			if n := mem.samples() - samples; n != 0 {
+				t.Errorf("%d headroom samples read while paused: the shed may have come from a report, not the drain watch", n)
+			}
+		})
 	}
 }

@@ -52,6 +52,12 @@ type Runtime struct {
 	textAfter    int64
 	// The watch of a pause for room (LeaveNoRoom; applyMu).
 	noRoom noRoomWatch
+	// The watch of a pause's drain: it sheds as the reads in flight at the
+	// pause are decoded and delivered (applyMu).
+	drain noRoomWatch
+	// quietShed: the round of giving back in progress is one of a settled
+	// pause, which skips the Go heap's collection (freeHeap).
+	quietShed atomic.Bool
 
 	level    atomic.Int32
 	headGoal atomic.Int64            // the budget the headroom asks for
@@ -456,12 +462,14 @@ func (r *Runtime) Close() error {
 	r.applyMu.Lock()
 	r.closed = true
 	r.stopNoRoomWatchLocked()
+	r.stopDrainWatchLocked()
 	if r.setGo {
 		debug.SetMemoryLimit(r.prevGo)
 		r.setGo = false
 	}
 	r.applyMu.Unlock()
 	r.noRoom.wg.Wait()
+	r.drain.wg.Wait()
 	if r.th != nil {
 		r.th.close() // the monitor, which outlives the graphs
 	}

@@ -148,12 +148,12 @@ func TestSinkKinds(t *testing.T) {
 
 // Decoded bytes are reserved from the budget before decoding: an upscale to
 // 2000 pixels is charged to the budget (peak well above the encoded bytes).
+// No batch: a batch of such images would not fit in the budget, which is
+// refused at start (TestBatchThatCannotFitIsRefused).
 func TestDecodeReservesDecodedBytes(t *testing.T) {
 	yaml := `source: {kind: generate, config: {items: 2, width: 64, height: 48, distinct: 1}}
 stages:
   - {kind: decode, config: {resize: 1000, workers: 1}}
-  - {kind: batch, config: {size: 2}}
-  - collate
 sink: discard
 resources: {budget: 2MiB, pressure: off}
 `

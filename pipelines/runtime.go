@@ -19,6 +19,11 @@ func newRuntime(p *Pipeline, hooks Hooks, floor Floor) (*memory.Runtime, error) 
 		}
 	}
 	res := p.Resource
+	if res.Budget > 0 {
+		if err := checkBatchesFit(p, hooks, res.Budget); err != nil {
+			return nil, err
+		}
+	}
 	mode := res.MemoryMode
 	if mode == "" {
 		mode = memory.Elastic

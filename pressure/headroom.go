@@ -158,6 +158,12 @@ type HeadroomReport struct {
 	// within the window (a step whose allocations come in two intervals). A
 	// co-tenant that ramps up is projected from its second interval on.
 	Projected float64
+	// Rise is the others' rise above their recent peak over the last sampling
+	// interval, in bytes per second (0: they are at or below it): what a
+	// decision that looks only a few tens of milliseconds ahead may project
+	// (the paused loader's leave, which cannot be undone), where a return to
+	// a height the others held a moment ago is a trainer's step, not a ramp.
+	Rise float64
 	// Allowance is what the loader may hold in all: limit − (others + Projected ×
 	// Lookahead) − reserve. It can be negative.
 	Allowance int64
@@ -300,7 +306,7 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 	if h.below && !below {
 		below = allowance < h.cfg.Floor+max(h.cfg.Floor/4, 4<<20)
 	}
-	r := HeadroomReport{MemorySample: s, Growth: h.growth, Projected: rate, Allowance: allowance, Budget: budget,
+	r := HeadroomReport{MemorySample: s, Growth: h.growth, Projected: rate, Rise: h.rates[0], Allowance: allowance, Budget: budget,
 		Current: s.Limit - others - reserve, Reserve: reserve,
 		BelowFloor: below, Changed: below != h.below}
 	if base {
@@ -308,6 +314,28 @@ func (h *Headroom) Observe(s MemorySample) HeadroomReport {
 	}
 	h.below, h.seen, h.last = below, true, r
 	return r
+}
+
+// RecentPeak returns the others' highest reading within PeakWindow of the
+// latest sample, counted as [MemorySample.Others] counts them (the latest
+// sample's own locked text included), and false before the first sample or
+// where PeakWindow is negative (no window).
+func (h *Headroom) RecentPeak() (int64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.seen || h.cfg.PeakWindow < 0 {
+		return 0, false
+	}
+	peak, ok := int64(0), false
+	for _, r := range h.recent {
+		if h.last.At.Sub(r.at) <= h.cfg.PeakWindow && (!ok || r.v > peak) {
+			peak, ok = r.v, true
+		}
+	}
+	if !ok {
+		return 0, false
+	}
+	return peak + h.last.OwnText(), true
 }
 
 // peakReading is one reading of the others, their own locked text left out.

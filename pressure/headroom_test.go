@@ -433,3 +433,45 @@ func TestHeadroomTrainerStepPeaksAreNotProjected(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadroomRiseAndRecentPeak: Rise is the others' rise above their recent
+// peak over the last interval (0 for a return to a height they held within
+// PeakWindow, however steep), and RecentPeak their highest reading of the
+// window, own locked text included as Others counts it; none without a window.
+func TestHeadroomRiseAndRecentPeak(t *testing.T) {
+	const limit, self, text = 2 << 30, 34 * hMiB, 8 * hMiB
+	t0 := time.Unix(1000, 0)
+	for _, tt := range []struct {
+		name   string
+		window time.Duration
+		others []int64 // one sample every 100 ms, own text left out
+		rise   float64 // of the last sample, bytes/s
+		peak   int64   // RecentPeak, own text included; 0: none
+	}{
+		{"a step's return to its height", 0, []int64{1800 * hMiB, 1840 * hMiB, 1802 * hMiB, 1840 * hMiB}, 0, 1840*hMiB + text},
+		{"above the peak: the rise above it", 0, []int64{1800 * hMiB, 1840 * hMiB, 1802 * hMiB, 1844 * hMiB}, 40 * hMiB, 1844*hMiB + text},
+		{"a ramp: its rate", 0, []int64{1800 * hMiB, 1810 * hMiB, 1820 * hMiB, 1830 * hMiB}, 100 * hMiB, 1830*hMiB + text},
+		{"falling", 0, []int64{1840 * hMiB, 1830 * hMiB, 1820 * hMiB}, 0, 1840*hMiB + text},
+		{"the peak left the window", 250 * time.Millisecond, []int64{1840 * hMiB, 1800 * hMiB, 1801 * hMiB, 1802 * hMiB, 1810 * hMiB}, 80 * hMiB, 1810*hMiB + text},
+		{"no window: the previous sample only", -1, []int64{1840 * hMiB, 1800 * hMiB, 1820 * hMiB}, 200 * hMiB, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newTestHeadroom(t, HeadroomConfig{Floor: 39 * hMiB, Max: 512 * hMiB, Interval: 100 * time.Millisecond, PeakWindow: tt.window})
+			if _, ok := h.RecentPeak(); ok {
+				t.Fatal("a recent peak before the first sample")
+			}
+			var r HeadroomReport
+			for i, o := range tt.others {
+				r = h.Observe(MemorySample{At: t0.Add(time.Duration(i) * 100 * time.Millisecond), Limit: limit, Limited: true,
+					Unreclaimable: o + self + text, Self: self, Unevictable: text, SelfLocked: text})
+			}
+			if d := r.Rise - tt.rise; d > 1 || d < -1 {
+				t.Errorf("rise %.0f B/s, want %.0f", r.Rise, tt.rise)
+			}
+			peak, ok := h.RecentPeak()
+			if ok != (tt.peak != 0) || peak != tt.peak {
+				t.Errorf("recent peak %s (%v), want %s", bytesize.Human(peak), ok, bytesize.Human(tt.peak))
+			}
+		})
+	}
+}

@@ -27,7 +27,8 @@ row() {
 		[ -n "$line" ] || line=$(grep -v -E '^\s*(-|Usage|[a-z]+ (string|value|int))' "$T/err" | grep -m1 .)
 	fi
 	[ -n "$line" ] || line=$(grep -m1 -E 'psiflow|fatal|oom|RSS|samples' "$T/out" "$T/err" | head -c 300 | tr '\n' ' ')
-	line=$(printf '%s' "$line" | cut -c1-200 | sed 's/|/\\|/g')
+	# T first, then the cut: a path cut short would escape the substitution
+	line=$(printf '%s' "$line" | sed "s|$T|T|g" | cut -c1-200 | sed 's/|/\\|/g')
 	printf '| %s | `%s` | %s | %s |\n' "$input" "$(printf '%s' "$*" | sed "s|$T|T|g" | cut -c1-90)" "$code" "$(printf '%s' "$line" | sed "s|$T|T|g")"
 }
 
@@ -215,8 +216,16 @@ if [ "$(id -u)" = 0 ]; then
 		memrow "cgroup run -memory-max 48MiB -- demo -data ($i)" "$P" cgroup run -memory-max 48MiB -- "$P" demo -data "$T/big"
 	done
 	timeout 120 env DATA="$T/big" /usr/bin/time -f 'max RSS %M KiB' "$P" run -every 0 -set decode.resize=5000 -set decode.center_crop=0 -set resources.budget=64MiB -set batch.size=8 -set limit=8 imagefolder >"$T/m" 2>&1
-	printf '| resize 5000 (no crop), budget 64MiB, 8 samples | `run -set decode.resize=5000 -set decode.center_crop=0 ...` | %s | %s; %s |\n' "$?" \
-		"$(grep -o 'max RSS [0-9]* KiB' "$T/m")" "$(grep -o 'peak budget in use .*' "$T/m" | head -n1)"
+	printf '| resize 5000 (no crop), budget 64MiB, 8 samples | `run -set decode.resize=5000 -set decode.center_crop=0 ...` | %s | %s; %s%s |\n' "$?" \
+		"$(grep -o 'max RSS [0-9]* KiB' "$T/m")" "$(grep -o 'peak budget in use .*' "$T/m" | head -n1)" \
+		"$(grep -m1 -o 'one batch does not fit.*' "$T/m" | cut -c1-200 | sed "s|$T|T|g")"
+	# a bench whose loader stops below its floor: bench says what the loader said
+	row "bench, a loader stopped below its floor (exit 3)" "$P" bench -rounds 1 -warmup 0 -timeout 60s -limit 24MiB -- small=env DATA="$T/big" "$P" run -every 0 imagefolder
+	grep -m1 -o 'small at .*' "$T/err" | cut -c1-300 | sed "s|$T|T|g; s/^/    /"
+	# a pipeline file's torch sink whose start-up check fails: no socket
+	printf 'source: {kind: files, config: {dir: "%s"}}\nstages: [decode, {kind: batch, config: {size: 4}}, collate]\nsink: {kind: torch, config: {socket: "%s", accept_timeout: 2s}}\n' "$T/big" "$T/t.sock" > "$T/torch.yaml"
+	row "pipeline file torch sink, rank without samples" env RANK=250 WORLD_SIZE=300 "$P" run -every 0 "$T/torch.yaml"
+	echo "    socket afterwards: $([ -e "$T/t.sock" ] && echo present || echo none)"
 
 	# run -cgroup names the signal once (its child's line), the launcher adding nothing.
 	stopsig TERM "$P" run -cgroup -every 100ms -set source.items=1000000000 demo

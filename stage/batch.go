@@ -6,6 +6,13 @@ import (
 	"time"
 )
 
+// stallConfirm is how many checks in a row must see the same stall before
+// Batch reports a deadlock.
+const stallConfirm = 3
+
+// stallState is what one check saw of a stall.
+type stallState struct{ held, waiting, limit int64 }
+
 // Batch groups elements into slices of size elements, in order. When maxWait
 // is positive, a partial batch is also sent once maxWait has passed since its
 // first element arrived; at the end of input the last partial batch is sent.
@@ -16,8 +23,9 @@ import (
 //
 // A batch that holds all of a graph's budget while a source waits for more
 // budget would wait forever: nothing else can return bytes. Batch notices
-// this (checking every 100 ms while it waits for input) and fails with an
-// error that gives the numbers, instead of hanging.
+// this (checking every 100 ms while it waits for input; the same stall seen
+// at three checks in a row) and fails with an error that gives the numbers,
+// instead of hanging.
 //
 //	in:  -- 1 - 2 - 3 - 4 - 5 --|
 //	Batch(size 2)
@@ -57,6 +65,8 @@ func Batch[T any](name string, size int, maxWait time.Duration) Stage[T, []T] {
 		}
 		var budget BudgetInspector
 		var stall <-chan time.Time
+		var lastStall stallState // the stall seen at the last tick
+		stallTicks := 0          // ticks in a row that saw it
 		defer func() {
 			// On cancellation or error, what was gathered is discarded.
 			for i := range values {
@@ -81,7 +91,26 @@ func Batch[T any](name string, size int, maxWait time.Duration) Stage[T, []T] {
 					}
 					continue
 				case <-stall:
+					// A stall is a deadlock only once it has held, unchanged, for
+					// stallConfirm ticks in a row: a waiter that gives up on its
+					// own (a decode worker decodes on an overdraft after
+					// decode.DefaultBudgetWait) must not be taken for one when
+					// a loaded machine runs it late.
+					stalled := false
 					if heldBytes > 0 && budget.InUse() == heldBytes {
+						if n := budget.Waiting(); n > budget.Limit()-heldBytes {
+							stalled = true
+							seen := stallState{held: heldBytes, waiting: n, limit: budget.Limit()}
+							if seen != lastStall {
+								lastStall, stallTicks = seen, 0
+							}
+							stallTicks++
+						}
+					}
+					if !stalled {
+						lastStall, stallTicks = stallState{}, 0
+					}
+					if stalled && stallTicks >= stallConfirm {
 						if n := budget.Waiting(); n > budget.Limit()-heldBytes {
 							return fmt.Errorf("deadlock: this batch holds %d of the budget's %d bytes in %d of %d elements, and a source waits for %d bytes that only this batch could return; raise the budget above %d bytes or make batches smaller",
 								heldBytes, budget.Limit(), len(values), size, n, heldBytes+n)
@@ -101,6 +130,7 @@ func Batch[T any](name string, size int, maxWait time.Duration) Stage[T, []T] {
 				return flush()
 			}
 			in.Count(e)
+			lastStall, stallTicks = stallState{}, 0 // progress: no stall goes on
 			values = append(values, e.Value)
 			claims = append(claims, e.Claim)
 			if c := e.Claim; c != nil {

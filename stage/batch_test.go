@@ -2,6 +2,7 @@ package stage_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -106,6 +107,57 @@ func TestBatchHoldingTheWholeBudgetFailsInsteadOfHanging(t *testing.T) {
 		}
 		if g.Budget().InUse() != 0 {
 			t.Fatalf("budget in use %d", g.Budget().InUse())
+		}
+	})
+}
+
+// TestBatchStallThatEndsOnItsOwnIsNoDeadlock: a waiter that gives up after
+// 150 ms and goes on beyond the budget (as a decode worker decodes on an
+// overdraft) is seen by one check of the stall, not by three in a row, so the
+// batch waits for it instead of failing (it failed at the first check before).
+func TestBatchStallThatEndsOnItsOwnIsNoDeadlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := flow.New("t", flow.WithBudget(300))
+		src := flow.Source(g, "src", func(ctx context.Context, out *flow.Emitter[int]) error {
+			for i := range 8 {
+				if i%4 == 3 {
+					wctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+					err := g.Budget().Acquire(wctx, 100)
+					cancel()
+					if err == nil {
+						return fmt.Errorf("element %d: the budget had room", i)
+					}
+					g.Budget().Overdraw(100)
+					err = out.Emit(ctx, i)
+					g.Budget().Release(100)
+					if err != nil {
+						return err
+					}
+					continue
+				}
+				if err := out.Reserve(ctx, 100); err != nil {
+					return err
+				}
+				if err := out.Emit(ctx, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		b := flow.Via(src, stage.Batch[int]("batch", 4, 0))
+		batches := 0
+		flow.Sink(b, "sink", func(_ context.Context, v []int) error {
+			if len(v) != 4 {
+				t.Errorf("batch of %d, want 4", len(v))
+			}
+			batches++
+			return nil
+		})
+		if err := g.Run(context.Background()); err != nil {
+			t.Fatalf("Run = %v, want the batch to wait out the stall", err)
+		}
+		if batches != 2 || g.Budget().InUse() != 0 {
+			t.Fatalf("%d batches, budget in use %d", batches, g.Budget().InUse())
 		}
 	})
 }

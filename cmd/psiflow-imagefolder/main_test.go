@@ -245,3 +245,50 @@ func TestParseArgsDefaults(t *testing.T) {
 		t.Errorf("-shuffle -seed 7: source shuffle %v seed %d, decode seed %d", c.p.Source.Config.Bool("shuffle"), c.p.Source.Config.Int("seed"), c.p.Stages[0].Config.Int("seed"))
 	}
 }
+
+// TestBatchOverBudgetRefused: a resize whose one batch cannot fit in -budget
+// is refused at start, before anything is read, naming the flags and the
+// numbers; the same resize in smaller batches runs.
+func TestBatchOverBudgetRefused(t *testing.T) {
+	root := writeFolder(t, 4)
+	tests := []struct {
+		name string
+		args []string
+		want []string // nil: runs
+	}{
+		{"resize 5000, batches of 8, 64 MiB", []string{"-resize", "5000", "-crop", "0", "-budget", "64MiB", "-batch", "8"},
+			[]string{"one batch does not fit in the byte budget: a batch of 8 (-batch) samples of at least 5000×5000×3 uint8 values (-resize 5000 without a crop",
+				"more than the budget of 64 MiB (-budget)", "Lower -batch or -resize, crop (-crop), or raise -budget to at least 572.2 MiB"}},
+		{"resize and crop 512, batches of 4, 64 MiB", []string{"-resize", "512", "-crop", "512", "-budget", "64MiB", "-batch", "4"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			em := protocol.NewEmitter(&out)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c, err := parseArgs(append([]string{"-data", root, "-workers", "2", "-pressure=false", "-oom-victim=false"}, tt.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = run(ctx, c, em)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("ran; want it refused")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			if strings.Contains(out.String(), `"event":"batch"`) {
+				t.Errorf("batches were delivered before the refusal:\n%s", out.String())
+			}
+		})
+	}
+}

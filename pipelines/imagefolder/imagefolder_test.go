@@ -317,3 +317,41 @@ func TestEverySampleSkipped(t *testing.T) {
 		t.Fatalf("Run = %v after %d skips", err, n.Load())
 	}
 }
+
+// TestBatchThatCannotFitIsRefused: the preset refuses at start, before any
+// file is read, a resize whose one batch cannot fit in the budget it was given
+// (a resize of 5000 in batches of 8 under 64 MiB held 2 GB), naming the keys
+// and the numbers; a batch of large images that fits runs.
+func TestBatchThatCannotFitIsRefused(t *testing.T) {
+	root := writeFolder(t, 8)
+	tests := []struct {
+		name      string
+		overrides []string
+		want      []string // nil: runs
+	}{
+		{"resize 5000, batches of 8, 64 MiB", []string{"decode.resize=5000", "decode.center_crop=0", "resources.budget=64MiB", "batch.size=8"},
+			[]string{"a batch of 8 (batch.size) samples of at least 5000×5000×3 uint8 values (decode.resize 5000 without a crop", "is at least 572.2 MiB, more than the budget of 64 MiB (resources.budget)",
+				"raise resources.budget to at least 572.2 MiB"}},
+		{"resize and crop 1000, batches of 8 (22.9 MiB), 64 MiB", []string{"decode.resize=1000", "decode.center_crop=1000", "resources.budget=64MiB", "batch.size=8"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := small(t, root, append(tt.overrides, "limit=8")...)
+			sum, err := pipelines.Run(context.Background(), p, pipelines.Hooks{})
+			if tt.want == nil {
+				if err != nil || sum.Items != 8 {
+					t.Fatalf("%d samples, %v; want 8", sum.Items, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ran, %d samples; want it refused", sum.Items)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}

@@ -53,8 +53,8 @@ type ReserveStats struct {
 // plain wait can deadlock, and an image larger than the whole budget would
 // wait forever. So a worker takes its bytes at once when they are free;
 // else, if they are at most half the budget, it waits up to wait for them
-// (less than the 100 ms after which package stage's Batch reports a stalled
-// budget); else, or when the wait ran out, it decodes on an overdraft: it
+// (less than the 300 ms after which package stage's Batch reports a stalled
+// budget: three checks in a row); else, or when the wait ran out, it decodes on an overdraft: it
 // takes the bytes beyond the limit (the sources wait until they are paid
 // back), one image at a time per stage. The overdraft is bounded: at most
 // one image, and an image is bounded by the pixel limit. With the pixel
