@@ -27,9 +27,6 @@ const pauseShedEvery = 200 * time.Millisecond
 const (
 	pauseDrainEvery = 20 * time.Millisecond
 	pauseDrainStep  = 2 << 20
-	// pauseQuietAllocs is what the Go heap must have allocated since the
-	// last round of giving back for a round in a settled pause to collect.
-	pauseQuietAllocs = 1 << 20
 )
 
 // pauseState is what a paused runtime remembers (under applyMu).
@@ -37,7 +34,6 @@ type pauseState struct {
 	lastShed     time.Time // last round of giving back
 	shedInUse    int64     // the budget in use at the last round
 	lastInUse    int64     // ... and at the drain watch's last look
-	allocs       uint64    // the Go heap's allocations in all at the last round
 	startInUse   int64     // the budget in use at the pause's first round
 	drained      bool      // the drain watch saw the bytes in flight stop falling
 	textReleased bool      // the program text was released in this pause
@@ -190,15 +186,8 @@ func (r *Runtime) shedPausedLocked() {
 // shedNowLocked is one round of shedPausedLocked, whenever it was last.
 // Called with applyMu held.
 func (r *Runtime) shedNowLocked() {
-	inUse, allocs := r.budget.InUse(), heapAllocs()
-	// A round in a settled pause, with nothing decoded or allocated since the
-	// last, collects nothing: the Go heap's collections are skipped then
-	// (freeHeap), since each one walks every goroutine's stack and so faults
-	// the program's unlocked read-only data back in.
-	quiet := !r.paused.lastShed.IsZero() && inUse == r.paused.shedInUse && allocs-r.paused.allocs < pauseQuietAllocs
-	r.quietShed.Store(quiet)
-	defer r.quietShed.Store(false)
-	r.paused.shedInUse, r.paused.lastInUse, r.paused.allocs = inUse, inUse, allocs
+	inUse := r.budget.InUse()
+	r.paused.shedInUse, r.paused.lastInUse = inUse, inUse
 	if r.paused.lastShed.IsZero() {
 		r.paused.startInUse = inUse
 		// A collection first, so that the one in freeHeap frees what the
@@ -218,9 +207,12 @@ func (r *Runtime) shedNowLocked() {
 			r.info("paused: a shed action failed: %v", err)
 		}
 		cancel()
+	} else {
+		// With the pressure gate, its shed actions above did this
+		// (shedHeap): a second collection would find nothing more.
+		r.freeHeap()
+		r.trimCHeap()
 	}
-	r.freeHeap()
-	r.trimCHeap()
 	if r.cfg.Process.LockText && !r.paused.textReleased {
 		r.paused.textReleased = true
 		r.releaseTextLocked()

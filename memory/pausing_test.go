@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -661,7 +663,9 @@ func TestRuntimeLeavesBetweenHeadroomSamples(t *testing.T) {
 // are, without waiting for another headroom report (none comes in this test:
 // only the drain watch can give it back). While paused, the budget is open to
 // its largest, so a decode's reservation is granted at once, not after a
-// 50 ms overdraft wait. Asserted on the budget and on RssAnon from
+// 50 ms overdraft wait, and the Go memory limit stays above what the Go
+// runtime holds (the allowance's would be below the live heap). Asserted on the budget, the Go
+// memory limit and on RssAnon from
 // /proc/self/status, which must fall by at least three quarters of the
 // buffers' bytes.
 func TestPauseShedsAsTheDrainEnds(t *testing.T) {
@@ -677,7 +681,7 @@ func TestPauseShedsAsTheDrainEnds(t *testing.T) {
 			rec := &pauseRecorder{}
 			mem := &fakeMemory{at: time.Unix(1000, 0)}
 			rt, err := New(Config{Mode: Elastic, Floor: 40 * mib, BudgetFloor: 16 * mib, MaxBudget: 64 * mib, Workers: 2,
-				Registerer: prometheus.NewRegistry(), NoRoom: StayNoRoom,
+				Registerer: prometheus.NewRegistry(), NoRoom: StayNoRoom, Process: ProcessActions{GoMemoryLimit: true},
 				Headroom: pressure.HeadroomConfig{Read: mem.read, Reserve: 16 * mib}, Info: rec.info, OnPause: rec.onPause})
 			if err != nil {
 				t.Fatal(err)
@@ -706,6 +710,13 @@ func TestPauseShedsAsTheDrainEnds(t *testing.T) {
 				}
 				bufs = append(bufs, b)
 			}
+			// A live Go heap above the allowance's Go memory limit (16 MiB,
+			// goMinimum): the paused loader's partial batch.
+			live := make([]byte, 24<<20)
+			for i := range live {
+				live[i] = 1
+			}
+			defer runtime.KeepAlive(live)
 			held, samples := residentAnon(), mem.samples()
 			at := mem.advance(10 * time.Second)
 			rt.applyHeadroom(pressure.HeadroomReport{MemorySample: pressure.MemorySample{At: at, Limit: 256 * mib, Limited: true},
@@ -715,6 +726,12 @@ func TestPauseShedsAsTheDrainEnds(t *testing.T) {
 			}
 			if got := rt.Budget().Limit(); got != 64*mib {
 				t.Errorf("paused with %s in flight: budget %s, want the largest, 64 MiB", bytesize.Human(total), bytesize.Human(got))
+			}
+			// The 1 MiB allowance would put the Go memory limit below the
+			// live heap (a collection every few milliseconds): while paused
+			// it stays above what the Go runtime holds.
+			if lim, used := debug.SetMemoryLimit(-1), goMemoryUsed(); lim <= used {
+				t.Errorf("paused: Go memory limit %s, at or below the %s the Go runtime holds", bytesize.Human(lim), bytesize.Human(used))
 			}
 			if !rt.Budget().TryAcquire(4 * mib) {
 				t.Errorf("paused with %s in flight: a decode's 4 MiB reservation was refused", bytesize.Human(total))
