@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"time"
 
 	"github.com/psiflow/psiflow/internal/cheap"
@@ -71,10 +72,6 @@ func (r *Runtime) applyHeadroom(rep pressure.HeadroomReport) {
 	}
 }
 
-// pauseGoSlack is how far above what the Go runtime holds a paused loader's
-// Go memory limit stays (applyBudget).
-const pauseGoSlack = 4 << 20
-
 // applyBudget sets the budget from the headroom's goal and the level: the floor at
 // Full and Critical.
 func (r *Runtime) applyBudget() {
@@ -109,19 +106,15 @@ func (r *Runtime) applyBudget() {
 	}
 	if r.cfg.Mode == Elastic && r.cfg.Process.GoMemoryLimit {
 		lim := goHeapBase + goal
-		if f := r.goFit.Load(); f > 0 {
+		// Not while paused: the allowance a pause leaves is below what the
+		// paused loader's heap holds live (its partial batch), and a limit
+		// below the live heap makes the Go runtime collect every few
+		// milliseconds (measured at 90% of 256 MiB: a collection each 2-5 ms
+		// through the pause), which takes the CPU the drain needs and walks
+		// every stack, faulting the unlocked program text back in. The pause
+		// gives back what is free itself (shedPausedLocked).
+		if f := r.goFit.Load(); f > 0 && !paused {
 			lim = min(lim, f)
-		}
-		// While paused, not below what the Go runtime holds now plus
-		// pauseGoSlack: the allowance a pause leaves is below the paused
-		// loader's live heap (its partial batch), and a limit below the live
-		// heap makes the runtime collect every few milliseconds (measured at
-		// 90% of 256 MiB: a collection each 2-5 ms through the pause), which
-		// takes the CPU the drain needs and walks every stack, faulting the
-		// unlocked program text back in. The pause gives back what is free
-		// itself (shedPausedLocked).
-		if paused {
-			lim = max(lim, goMemoryUsed()+pauseGoSlack)
 		}
 		prev := debug.SetMemoryLimit(lim)
 		if !r.setGo {
@@ -183,11 +176,26 @@ func (r *Runtime) trimCHeap() {
 // freeHeap runs debug.FreeOSMemory and counts it under ActionGoHeap with the bytes
 // the heap released.
 func (r *Runtime) freeHeap() {
+	if r.quietShed.Load() {
+		r.m.ran(ActionGoHeap, 0) // a settled pause: nothing to collect
+		return
+	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	debug.FreeOSMemory()
 	runtime.ReadMemStats(&after)
 	r.m.ran(ActionGoHeap, max(0, int64(after.HeapReleased)-int64(before.HeapReleased)))
+}
+
+// heapAllocs returns the bytes the Go heap allocated since the program
+// started (runtime/metrics: no stop of the world).
+func heapAllocs() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // OnShed registers a further shed action, run at Critical and counted under action

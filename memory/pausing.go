@@ -27,6 +27,9 @@ const pauseShedEvery = 200 * time.Millisecond
 const (
 	pauseDrainEvery = 20 * time.Millisecond
 	pauseDrainStep  = 2 << 20
+	// pauseQuietAllocs is what the Go heap must have allocated since the
+	// last round of giving back for a round in a settled pause to collect.
+	pauseQuietAllocs = 1 << 20
 )
 
 // pauseState is what a paused runtime remembers (under applyMu).
@@ -34,6 +37,7 @@ type pauseState struct {
 	lastShed     time.Time // last round of giving back
 	shedInUse    int64     // the budget in use at the last round
 	lastInUse    int64     // ... and at the drain watch's last look
+	allocs       uint64    // the Go heap's allocations in all at the last round
 	startInUse   int64     // the budget in use at the pause's first round
 	drained      bool      // the drain watch saw the bytes in flight stop falling
 	textReleased bool      // the program text was released in this pause
@@ -186,8 +190,15 @@ func (r *Runtime) shedPausedLocked() {
 // shedNowLocked is one round of shedPausedLocked, whenever it was last.
 // Called with applyMu held.
 func (r *Runtime) shedNowLocked() {
-	inUse := r.budget.InUse()
-	r.paused.shedInUse, r.paused.lastInUse = inUse, inUse
+	inUse, allocs := r.budget.InUse(), heapAllocs()
+	// A round in a settled pause, with nothing decoded or allocated since the
+	// last, collects nothing: the Go heap's collections are skipped then
+	// (freeHeap), since each one walks every goroutine's stack and so faults
+	// the program's unlocked read-only data back in.
+	quiet := !r.paused.lastShed.IsZero() && inUse == r.paused.shedInUse && allocs-r.paused.allocs < pauseQuietAllocs
+	r.quietShed.Store(quiet)
+	defer r.quietShed.Store(false)
+	r.paused.shedInUse, r.paused.lastInUse, r.paused.allocs = inUse, inUse, allocs
 	if r.paused.lastShed.IsZero() {
 		r.paused.startInUse = inUse
 		// A collection first, so that the one in freeHeap frees what the

@@ -55,6 +55,9 @@ type Runtime struct {
 	// The watch of a pause's drain: it sheds as the reads in flight at the
 	// pause are decoded and delivered (applyMu).
 	drain noRoomWatch
+	// quietShed: the round of giving back in progress is one of a settled
+	// pause, which skips the Go heap's collection (freeHeap).
+	quietShed atomic.Bool
 
 	level    atomic.Int32
 	headGoal atomic.Int64            // the budget the headroom asks for
