@@ -106,14 +106,7 @@ func (r *Runtime) applyBudget() {
 	}
 	if r.cfg.Mode == Elastic && r.cfg.Process.GoMemoryLimit {
 		lim := goHeapBase + goal
-		// Not while paused: the allowance a pause leaves is below what the
-		// paused loader's heap holds live (its partial batch), and a limit
-		// below the live heap makes the Go runtime collect every few
-		// milliseconds (measured at 90% of 256 MiB: a collection each 2-5 ms
-		// through the pause), which takes the CPU the drain needs and walks
-		// every stack, faulting the unlocked program text back in. The pause
-		// gives back what is free itself (shedPausedLocked).
-		if f := r.goFit.Load(); f > 0 && !paused {
+		if f := r.goFit.Load(); f > 0 {
 			lim = min(lim, f)
 		}
 		prev := debug.SetMemoryLimit(lim)

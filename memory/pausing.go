@@ -218,12 +218,9 @@ func (r *Runtime) shedNowLocked() {
 			r.info("paused: a shed action failed: %v", err)
 		}
 		cancel()
-	} else {
-		// With the pressure gate, its shed actions above did this
-		// (shedHeap): a second collection would find nothing more.
-		r.freeHeap()
-		r.trimCHeap()
 	}
+	r.freeHeap()
+	r.trimCHeap()
 	if r.cfg.Process.LockText && !r.paused.textReleased {
 		r.paused.textReleased = true
 		r.releaseTextLocked()
