@@ -61,8 +61,6 @@ type NoRoomError struct {
 	// milliseconds the decision looks ahead.
 	Growth float64
 	Ahead  int64
-	// Lookahead is how far ahead the growth was projected (noRoomLookahead).
-	Lookahead time.Duration
 	// Paused is how long the loader had been paused.
 	Paused time.Duration
 }
@@ -75,7 +73,7 @@ func (e *NoRoomError) Error() string {
 	r := e.Report
 	growing := ""
 	if e.Growth > 0 {
-		growing = fmt.Sprintf(" and grow by %s/s, %s within %v", bytesize.Human(int64(e.Growth)), bytesize.Human(e.Ahead), e.Lookahead)
+		growing = fmt.Sprintf(" and grow by %s/s, %s within %v", bytesize.Human(int64(e.Growth)), bytesize.Human(e.Ahead), noRoomLookahead)
 	}
 	return fmt.Sprintf("left after a pause of %v: the others in the cgroup (%s) hold %s of its limit of %s%s, which leaves %s, less than the paused loader's own %s (RssAnon + RssShmem after giving back what it could; RssFile %s) and the %s both processes' code needs: both cannot fit, and the OOM killer may choose the co-tenant, so the loader stops rather than be the reason it is killed (resources.no_room: stay stays paused)",
 		e.Paused.Round(time.Millisecond), r.Source, bytesize.Human(r.Others()), bytesize.Human(r.Limit), growing, bytesize.Human(e.Left()),
@@ -111,7 +109,7 @@ const noRoomLookahead = 3 * NoRoomEvery
 // ahead, not the headroom's lookahead: leaving cannot be undone, and a
 // second's projection overshoots the top of a ramp by the growth of a second.
 // Called with applyMu held, after shedPausedLocked.
-func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64, lookahead time.Duration) (pause.Event, bool) {
+func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64) (pause.Event, bool) {
 	if r.cfg.NoRoom == StayNoRoom || !rep.Limited || r.stopErr != nil || r.pc == nil || !r.pc.Paused() {
 		return pause.Event{}, false
 	}
@@ -122,11 +120,11 @@ func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64, look
 		own, file = min(own, o), f
 	}
 	margin := r.noRoomMargin(rep.Limit)
-	ahead := int64(max(0, growth) * lookahead.Seconds())
+	ahead := int64(max(0, growth) * noRoomLookahead.Seconds())
 	if rep.Limit-rep.Others()-ahead >= own+margin {
 		return pause.Event{}, false
 	}
-	err := &NoRoomError{Report: rep, Own: own, File: file, Margin: margin, Growth: max(0, growth), Ahead: ahead, Lookahead: lookahead, Paused: r.pc.PausedFor(rep.At)}
+	err := &NoRoomError{Report: rep, Own: own, File: file, Margin: margin, Growth: max(0, growth), Ahead: ahead, Paused: r.pc.PausedFor(rep.At)}
 	r.stopErr = err
 	r.stopNoRoomWatchLocked()
 	if r.stopRun != nil {
@@ -143,28 +141,40 @@ func (r *Runtime) noRoomLocked(rep pressure.HeadroomReport, growth float64, look
 // (LeaveNoRoom), until the resume, the run's end or Close. Called with applyMu
 // held.
 func (r *Runtime) startNoRoomWatchLocked() {
-	if r.cfg.NoRoom == StayNoRoom || r.noRoom.stop != nil || r.closed || r.head == nil {
+	if r.cfg.NoRoom == StayNoRoom || r.closed || r.head == nil {
 		return
 	}
 	read := r.head.Config().Read
-	ctx, cancel := context.WithCancel(context.Background())
-	r.noRoom.stop = cancel
-	r.noRoom.wg.Go(func() { r.watchNoRoom(ctx, read) })
+	r.noRoom.start(func(ctx context.Context) { r.watchNoRoom(ctx, read) })
 }
 
 // stopNoRoomWatchLocked stops the watch (it ends on its own soon after).
 // Called with applyMu held.
-func (r *Runtime) stopNoRoomWatchLocked() {
-	if r.noRoom.stop != nil {
-		r.noRoom.stop()
-		r.noRoom.stop = nil
-	}
+func (r *Runtime) stopNoRoomWatchLocked() { r.noRoom.stop() }
+
+// pauseWatch is a goroutine that watches a pause (for room, or its drain)
+// until it is stopped (its fields under applyMu but wg).
+type pauseWatch struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
-// noRoomWatch is the watch of a pause for room (under applyMu but wg).
-type noRoomWatch struct {
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+// start runs watch in a goroutine of its own, unless one runs already.
+func (w *pauseWatch) start(watch func(ctx context.Context)) {
+	if w.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	w.wg.Go(func() { watch(ctx) })
+}
+
+// stop ends the watch (it returns soon after); wg.Wait waits for it.
+func (w *pauseWatch) stop() {
+	if w.cancel != nil {
+		w.cancel()
+		w.cancel = nil
+	}
 }
 
 // watchNoRoom reads the cgroup's memory every NoRoomEvery while paused and
@@ -193,7 +203,7 @@ func (r *Runtime) watchNoRoom(ctx context.Context, read func() (pressure.MemoryS
 		reserve := r.head.Last().Reserve
 		rep := pressure.HeadroomReport{MemorySample: s, Current: s.Limit - others - reserve, Reserve: reserve, Growth: growth}
 		r.applyMu.Lock()
-		ev, ok := r.noRoomLocked(rep, growth, noRoomLookahead)
+		ev, ok := r.noRoomLocked(rep, growth)
 		r.applyMu.Unlock()
 		if ok {
 			r.info("%s", ev.Message())

@@ -133,7 +133,7 @@ func (r *Runtime) pauseLocked(rep pressure.HeadroomReport) []pause.Event {
 		r.shedPausedLocked()
 		// Only the others' rise above their recent peak is looked ahead (see
 		// othersTrend): their smoothed growth alone counts a trainer's step.
-		if ev, ok := r.noRoomLocked(rep, min(rep.Growth, rep.Rise), noRoomLookahead); ok {
+		if ev, ok := r.noRoomLocked(rep, min(rep.Growth, rep.Rise)); ok {
 			evs = append(evs, ev)
 		}
 	}
@@ -230,22 +230,15 @@ func (r *Runtime) shedNowLocked() {
 // startDrainWatchLocked starts watching a pause's drain (watchDrain) until the
 // resume, the run's end or Close. Called with applyMu held.
 func (r *Runtime) startDrainWatchLocked() {
-	if r.drain.stop != nil || r.closed {
+	if r.closed {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.drain.stop = cancel
-	r.drain.wg.Go(func() { r.watchDrain(ctx) })
+	r.drain.start(r.watchDrain)
 }
 
 // stopDrainWatchLocked stops the drain watch (it ends on its own soon after).
 // Called with applyMu held.
-func (r *Runtime) stopDrainWatchLocked() {
-	if r.drain.stop != nil {
-		r.drain.stop()
-		r.drain.stop = nil
-	}
-}
+func (r *Runtime) stopDrainWatchLocked() { r.drain.stop() }
 
 // watchDrain gives memory back while the reads in flight at a pause are
 // decoded and delivered, as soon as what they held is free instead of at the

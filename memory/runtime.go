@@ -51,10 +51,10 @@ type Runtime struct {
 	textReleases int
 	textAfter    int64
 	// The watch of a pause for room (LeaveNoRoom; applyMu).
-	noRoom noRoomWatch
+	noRoom pauseWatch
 	// The watch of a pause's drain: it sheds as the reads in flight at the
 	// pause are decoded and delivered (applyMu).
-	drain noRoomWatch
+	drain pauseWatch
 	// quietShed: the round of giving back in progress is one of a settled
 	// pause, which skips the Go heap's collection (freeHeap).
 	quietShed atomic.Bool
